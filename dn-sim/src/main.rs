@@ -1,1 +1,44 @@
-fn main(){}
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args = match dn_sim::cli::Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print(); // --help, --version
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            eprintln!(
+                "dn-sim: {}",
+                text.lines().next().unwrap_or("invalid arguments")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        builder.worker_threads(n.max(1));
+    }
+    let runtime = match builder.enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dn-sim: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dn_sim::run_until_signal(args.config())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dn-sim: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
