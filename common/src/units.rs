@@ -98,7 +98,7 @@ pub fn format_size(bytes: u64) -> String {
         ("MB", 1 << 20),
         ("KB", 1 << 10),
     ] {
-        if bytes >= factor && bytes % factor == 0 {
+        if bytes >= factor && bytes.is_multiple_of(factor) {
             return format!("{}{unit}", bytes / factor);
         }
     }

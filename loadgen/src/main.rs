@@ -1,1 +1,44 @@
-fn main() {}
+use clap::Parser;
+use std::io::Write;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match loadgen::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print(); // --help, --version
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            eprintln!(
+                "loadgen: {}",
+                text.lines().next().unwrap_or("invalid arguments")
+            );
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match loadgen::run(cli) {
+        Ok(summary) => {
+            eprintln!();
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (loadgen … | head) is not an error worth a message.
+            let _ = write!(out, "{}\n{}", summary.header, summary.report);
+            if summary.failures() > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("loadgen: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

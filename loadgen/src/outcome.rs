@@ -1,0 +1,168 @@
+//! How one request ended, and the per-worker statistics those outcomes accumulate into.
+
+use common::proto::Result as OzoneResult;
+use common::stats::LatencyHistogram;
+use std::collections::BTreeMap;
+use std::error::Error as _;
+use std::fmt;
+use std::time::Duration;
+use tonic::{Code, Status};
+
+/// Why a request failed. Kinds are counted apart and never mixed into the success latencies.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ErrorKind {
+    /// A response with `result != SUCCESS` (the Ozone `Result` number).
+    Ozone(i32),
+    /// The call failed with a gRPC status sent by the server (the status code number).
+    Grpc(i32),
+    /// The connection failed: refused, reset, closed.
+    Transport,
+    /// No answer within the per-request deadline.
+    Deadline,
+}
+
+impl ErrorKind {
+    pub fn from_status(status: &Status) -> Self {
+        match status.code() {
+            Code::DeadlineExceeded => ErrorKind::Deadline,
+            // Statuses made by the client library from a connection error carry the I/O error
+            // as their source; statuses sent by a server do not.
+            Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
+                if status.source().is_some() =>
+            {
+                ErrorKind::Transport
+            }
+            code => ErrorKind::Grpc(code as i32),
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::Ozone(r) => match OzoneResult::try_from(*r) {
+                Ok(r) => write!(f, "result:{}", r.as_str_name()),
+                Err(_) => write!(f, "result:{r}"),
+            },
+            ErrorKind::Grpc(code) => write!(f, "grpc:{}", grpc_code_name(Code::from_i32(*code))),
+            ErrorKind::Transport => f.write_str("transport"),
+            ErrorKind::Deadline => f.write_str("deadline"),
+        }
+    }
+}
+
+/// The canonical upper-case gRPC code name (`UNAVAILABLE`).
+pub fn grpc_code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// What one worker measured. Merged into the run's totals at the end.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerStats {
+    pub success: LatencyHistogram,
+    pub failure: LatencyHistogram,
+    pub errors: BTreeMap<ErrorKind, u64>,
+    /// The first error message of each kind, for the report.
+    pub first_messages: BTreeMap<ErrorKind, String>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+impl WorkerStats {
+    pub fn record_success(&mut self, latency: Duration) {
+        self.success.record(latency);
+    }
+
+    pub fn record_failure(
+        &mut self,
+        latency: Duration,
+        kind: ErrorKind,
+        message: impl FnOnce() -> String,
+    ) {
+        self.failure.record(latency);
+        *self.errors.entry(kind.clone()).or_default() += 1;
+        self.first_messages.entry(kind).or_insert_with(message);
+    }
+
+    pub fn failures(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    pub fn merge(&mut self, other: &WorkerStats) {
+        self.success.merge(&other.success);
+        self.failure.merge(&other.failure);
+        for (k, v) in &other.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
+        }
+        for (k, m) in &other.first_messages {
+            self.first_messages
+                .entry(k.clone())
+                .or_insert_with(|| m.clone());
+        }
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_kinds_are_told_apart() {
+        assert_eq!(
+            ErrorKind::from_status(&Status::unavailable("over the limit")),
+            ErrorKind::Grpc(Code::Unavailable as i32)
+        );
+        assert_eq!(
+            ErrorKind::from_status(&Status::deadline_exceeded("late")),
+            ErrorKind::Deadline
+        );
+        assert_eq!(
+            ErrorKind::Ozone(9).to_string(),
+            "result:CONTAINER_NOT_FOUND"
+        );
+        assert_eq!(
+            ErrorKind::Grpc(Code::ResourceExhausted as i32).to_string(),
+            "grpc:RESOURCE_EXHAUSTED"
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert_eq!(
+            ErrorKind::from_status(&Status::from_error(Box::new(io))),
+            ErrorKind::Transport
+        );
+    }
+
+    #[test]
+    fn merge_adds_counts() {
+        let mut a = WorkerStats::default();
+        a.record_success(Duration::from_millis(1));
+        a.record_failure(Duration::from_millis(2), ErrorKind::Ozone(9), || "x".into());
+        let mut b = a.clone();
+        b.record_failure(Duration::from_millis(2), ErrorKind::Transport, || {
+            "y".into()
+        });
+        a.merge(&b);
+        assert_eq!(a.success.count(), 2);
+        assert_eq!(a.failures(), 3);
+        assert_eq!(a.errors[&ErrorKind::Ozone(9)], 2);
+    }
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project's one test command (README, .ci/run): formatting, lints with warnings denied, and
+# every test of the workspace. It installs what the tests need on a fresh machine by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+
+echo "== cargo clippy (warnings denied)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --locked --no-fail-fast
+    cargo test --workspace --locked --doc
+else
+    cargo test --workspace --locked --no-fail-fast
+fi
