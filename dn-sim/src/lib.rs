@@ -6,12 +6,24 @@
 //! Modules mirror the DataNode's parts: [`service`] (stream handling, GrpcXceiverService),
 //! [`dispatcher`] (HddsDispatcher + KeyValueHandler), [`containers`] (the container set),
 //! [`server`] (XceiverServerGrpc: bind, serve, stop).
+//!
+//! Models that the request path consults (pure: no sockets, no tasks):
+//! - [`delay`]: per-request service delays by command type (`--delay`);
+//! - [`disk`]: one shared storage device for chunk data (`--disk-bandwidth`, `--disk-latency`);
+//! - [`fault`]: injected failures by command type (`--fault`);
+//! - [`rng`]: seeded per-stream random number generators (`--seed`);
+//! - [`target`]: the `TYPE=` part shared by `--delay` and `--fault`.
 
 pub mod cli;
 pub mod containers;
+pub mod delay;
+pub mod disk;
 pub mod dispatcher;
+pub mod fault;
 pub mod payload;
+pub mod rng;
 pub mod server;
 pub mod service;
+pub mod target;
 
 pub use server::{Config, EmbeddedServer, RunningServer, run_until_signal, start};
