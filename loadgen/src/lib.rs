@@ -1,0 +1,2 @@
+pub mod retry;
+pub mod throttle;
