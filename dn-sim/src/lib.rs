@@ -20,6 +20,7 @@ pub mod delay;
 pub mod disk;
 pub mod dispatcher;
 pub mod fault;
+pub mod limits;
 pub mod payload;
 pub mod rng;
 pub mod server;

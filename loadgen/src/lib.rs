@@ -11,6 +11,8 @@ pub mod connection;
 pub mod engine;
 pub mod outcome;
 pub mod report;
+pub mod retry;
+pub mod throttle;
 pub mod workload;
 
 use crate::config::{RunConfig, StopAfter, Target, WorkloadConfig};
