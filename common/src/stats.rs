@@ -40,7 +40,15 @@ impl LatencyHistogram {
 
     /// Adds every value of `other` (exact: both share the same bucket layout).
     pub fn merge(&mut self, other: &LatencyHistogram) {
+        if other.is_empty() {
+            return; // cheap: per-worker histograms are often empty (failures, late sends)
+        }
         self.hist.add(&other.hist).expect("histograms share bounds");
+    }
+
+    /// The underlying HDR histogram (values in µs), e.g. for an interval log.
+    pub fn as_hdr(&self) -> &Histogram<u64> {
+        &self.hist
     }
 
     pub fn reset(&mut self) {

@@ -3,7 +3,10 @@
 //! bad value is reported with the flag's name; [`crate::config`] turns the flags into a
 //! [`crate::config::RunConfig`] the engine uses.
 
-use clap::{ArgAction, Args, Parser, Subcommand};
+use crate::engine::schedule::RateSchedule;
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -21,7 +24,60 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Echo round trips (freon dn-echo): measures the client → DataNode RPC path.
-    Echo(EchoArgs),
+    Echo(Box<EchoArgs>),
+    /// Combine the JSON results (--format json) of several loadgen processes into one report.
+    /// Exact: the latency histograms are merged, not averaged.
+    Merge(MergeArgs),
+}
+
+/// How requests travel on a connection.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamMode {
+    /// A new bidi stream per request, half-closed at once (Ozone's Java client).
+    PerRequest,
+    /// One long stream per worker with --pipeline requests in flight, answered in order.
+    Persistent,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// freon's console report, then loadgen's additions.
+    Text,
+    /// Everything measured, including the histograms (input of `loadgen merge`).
+    Json,
+    /// One header line and one row per run (appended to an existing --output file).
+    Csv,
+}
+
+/// Where and how the report is written.
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Report format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+
+    /// Write the report to FILE instead of stdout (a csv row is appended to an existing file);
+    /// with json or csv, the text report still goes to stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Percentiles to print, comma separated.
+    #[arg(long, value_name = "LIST", default_value = "50,90,99,99.9,99.99", value_parser = parse_percentiles)]
+    pub percentiles: Percentiles,
+}
+
+/// A list of percentiles in (0, 100], from `--percentiles`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Percentiles(pub Vec<f64>);
+
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// JSON results written by `loadgen echo --format json --output FILE`.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 /// Options every workload shares: where to send, how much, how concurrently.
@@ -32,9 +88,10 @@ pub struct CommonArgs {
     #[arg(long, value_name = "HOST:PORT")]
     pub target: Option<String>,
 
-    /// Number of requests to send (ignored with --duration).
-    #[arg(short = 'n', long = "number-of-tests", allow_negative_numbers = true, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub number_of_tests: u64,
+    /// Number of requests to measure (ignored with --duration) [default: 1000, or with
+    /// --rate-schedule the plan's own length].
+    #[arg(short = 'n', long = "number-of-tests", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub number_of_tests: Option<u64>,
 
     /// Worker threads, each with one request outstanding.
     #[arg(short = 't', long = "threads", allow_negative_numbers = true, visible_alias = "thread", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -43,6 +100,43 @@ pub struct CommonArgs {
     /// Run for this long instead of a number of requests (e.g. 30s, 5m, 1h, 7d).
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+
+    /// Run this long before measuring; nothing sent during it counts in any statistic.
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+
+    /// Open loop: send R requests per second in total, whatever the answers do. Latency is
+    /// measured from each request's intended send time (coordinated omission corrected).
+    #[arg(long, value_name = "R", value_parser = parse_positive_rate, conflicts_with = "rate_schedule")]
+    pub rate: Option<f64>,
+
+    /// Open loop with a changing rate: step:start=1000,step=1000,every=10s,end=10000 or
+    /// ramp:from=1000,to=20000,over=60s.
+    #[arg(long, value_name = "PLAN", value_parser = parse_schedule)]
+    pub rate_schedule: Option<RateSchedule>,
+
+    /// per-request: a new stream per request (Ozone's Java client); persistent: one long stream
+    /// per worker.
+    #[arg(long, value_enum, default_value = "per-request")]
+    pub stream_mode: StreamMode,
+
+    /// Requests in flight per worker on its persistent stream (needs --stream-mode persistent).
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub pipeline: u32,
+
+    /// How often progress lines (when stderr is not a terminal), the JSON time series, the
+    /// histogram log and the metrics are updated.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub report_interval: Duration,
+
+    /// Write an HdrHistogram interval log (V2, compressed) of the latencies to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub histogram_log: Option<PathBuf>,
+
+    /// Serve live counters and latency histograms in Prometheus text format on ADDR during the
+    /// run (e.g. 127.0.0.1:9000).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
 
     /// gRPC connections (separate TCP connections, like freon's XceiverClient instances); worker i
     /// uses connection i mod clients.
@@ -79,6 +173,9 @@ pub struct EchoArgs {
     #[command(flatten)]
     pub common: CommonArgs,
 
+    #[command(flatten)]
+    pub report: ReportArgs,
+
     /// Request payload in KB (1 KB = 1024 bytes); the DataNode ignores it.
     #[arg(long, allow_negative_numbers = true, default_value = "0", value_name = "KB", value_parser = parse_payload_kb)]
     pub payload_req: u64,
@@ -103,6 +200,37 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err("must be greater than zero".into());
     }
     Ok(d)
+}
+
+fn parse_positive_rate(s: &str) -> Result<f64, String> {
+    let r = common::units::parse_rate(s).map_err(|e| e.to_string())?;
+    if r <= 0.0 {
+        return Err("must be greater than zero".into());
+    }
+    Ok(r)
+}
+
+fn parse_schedule(s: &str) -> Result<RateSchedule, String> {
+    s.parse()
+        .map_err(|e: crate::engine::schedule::ScheduleError| e.to_string())
+}
+
+fn parse_percentiles(s: &str) -> Result<Percentiles, String> {
+    let mut list = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let p: f64 = part
+            .trim_start_matches('p')
+            .parse()
+            .map_err(|_| format!("'{part}' is not a percentile"))?;
+        if !(p > 0.0 && p <= 100.0) {
+            return Err(format!("{p} is not in (0, 100]"));
+        }
+        list.push(p);
+    }
+    if list.is_empty() {
+        return Err("give at least one percentile, e.g. 50,99".into());
+    }
+    Ok(Percentiles(list))
 }
 
 /// A payload size in KB, at most the 32 MiB gRPC message limit of Ozone.

@@ -2,23 +2,32 @@
 //! (`XceiverClientProtocolService.send`), in the spirit of `ozone freon dn-echo`.
 //!
 //! Flow: [`cli`] flags → [`config::RunConfig`] → [`connection`]s → [`engine`] workers driving a
-//! [`workload`] → [`outcome::WorkerStats`] → [`report`]s. `main.rs` only parses and prints;
-//! tests call [`run`] in-process.
+//! [`workload`] → [`outcome::WorkerStats`] → [`results::Results`] → [`report`]s. [`merge`]
+//! combines the JSON results of several runs. `main.rs` only parses and prints; tests call
+//! [`run`] in-process.
 
 pub mod cli;
 pub mod config;
 pub mod connection;
+pub mod cpu;
 pub mod engine;
+pub mod merge;
 pub mod outcome;
 pub mod report;
+pub mod results;
 pub mod retry;
 pub mod throttle;
 pub mod workload;
 
-use crate::config::{RunConfig, StopAfter, Target, WorkloadConfig};
-use crate::engine::{Progress, RunOutput};
+use crate::cli::Format;
+use crate::config::{ReportConfig, RunConfig, StopAfter, Streams, Target, WorkloadConfig};
+use crate::engine::live::IntervalSink;
+use crate::engine::{Observers, TotalsSink};
+use crate::report::progress::ProgressDisplay;
+use crate::results::{Results, RunDescription};
 use crate::workload::Workload;
-use std::io::IsTerminal;
+use std::fs::{File, OpenOptions};
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 /// Why loadgen could not run: bad input or an unreachable target (exit code 2).
@@ -26,29 +35,115 @@ use std::sync::Arc;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// A finished run and its rendered report.
+/// A finished run (or merge) and its rendered reports.
 pub struct Summary {
+    /// What was run, against what.
     pub header: String,
+    /// The report in the chosen `--format`.
     pub report: String,
-    pub output: RunOutput,
+    /// The text report (the same as `report` with `--format text`).
+    pub text: String,
+    pub results: Results,
+    /// Where the report was written (`--output`).
+    pub written_to: Option<std::path::PathBuf>,
+    format: Format,
 }
 
 impl Summary {
     pub fn failures(&self) -> u64 {
-        self.output.stats.failures()
+        self.results.failures()
     }
 
     pub fn successes(&self) -> u64 {
-        self.output.stats.success.count()
+        self.results.successes()
+    }
+
+    /// What `main` prints on stdout: the report, unless it went to a file; then, for json and
+    /// csv, the text report for the person watching.
+    pub fn stdout(&self) -> String {
+        match (&self.written_to, self.format) {
+            (None, Format::Text) => format!("{}\n{}", self.header, self.report),
+            (None, _) => self.report.clone(),
+            (Some(_), Format::Text) => String::new(),
+            (Some(_), _) => format!("{}\n{}", self.header, self.text),
+        }
     }
 }
 
 /// Runs the command on a runtime of its own and returns what it measured.
 pub fn run(cli: cli::Cli) -> Result<Summary, UsageError> {
-    let config = match &cli.command {
-        cli::Command::Echo(args) => RunConfig::echo(args),
+    match &cli.command {
+        cli::Command::Echo(args) => run_config(&RunConfig::echo(args)?),
+        cli::Command::Merge(args) => merge::run(args),
+    }
+}
+
+/// The report file, opened before the run so that a bad path fails at once.
+struct OutputFile {
+    file: File,
+    path: std::path::PathBuf,
+    /// csv: the file already has rows; append without a header.
+    has_rows: bool,
+}
+
+fn open_output(report: &ReportConfig) -> Result<Option<OutputFile>, UsageError> {
+    let Some(path) = &report.output else {
+        return Ok(None);
     };
-    run_config(&config)
+    let err = |e: std::io::Error| UsageError(format!("--output {}: {e}", path.display()));
+    let (file, has_rows) = if report.format == Format::Csv {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        let len = file.metadata().map_err(err)?.len();
+        (file, len > 0)
+    } else {
+        (File::create(path).map_err(err)?, false)
+    };
+    Ok(Some(OutputFile {
+        file,
+        path: path.clone(),
+        has_rows,
+    }))
+}
+
+/// Renders `results` and writes them to `--output` if asked.
+pub(crate) fn finish(
+    header: String,
+    results: Results,
+    report: &ReportConfig,
+    output: Option<OutputFile>,
+) -> Result<Summary, UsageError> {
+    let text = report::text::render(&results, &report.percentiles);
+    let rendered = match report.format {
+        Format::Text => text.clone(),
+        Format::Json => report::json::render(&results, &report.percentiles),
+        Format::Csv => report::csv::render_with(
+            &results,
+            !output.as_ref().is_some_and(|o| o.has_rows),
+            &report.percentiles,
+        ),
+    };
+    let written_to = match output {
+        Some(mut out) => {
+            out.file
+                .write_all(rendered.as_bytes())
+                .and_then(|_| out.file.flush())
+                .map_err(|e| UsageError(format!("--output {}: {e}", out.path.display())))?;
+            Some(out.path)
+        }
+        None => None,
+    };
+    Ok(Summary {
+        header,
+        report: rendered,
+        text,
+        results,
+        written_to,
+        format: report.format,
+    })
 }
 
 pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
@@ -59,6 +154,7 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
             "loadgen: warning: --read-only=false sends non-read-only echoes; a real DataNode runs write-path checks for them"
         );
     }
+    let output = open_output(&config.report)?;
     // The embedded dn-sim runs on threads of its own; it stops when `_embedded` is dropped.
     let (_embedded, uri, target_desc) = match &config.target {
         Target::Embedded { threads } => {
@@ -79,7 +175,7 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
         .thread_name("loadgen")
         .build()
         .map_err(|e| UsageError(format!("cannot start the runtime: {e}")))?;
-    let output = runtime.block_on(async {
+    let mut output_run = runtime.block_on(async {
         let clients = connection::connect(&uri, config.clients, config.connect_timeout)
             .await
             .map_err(|e| UsageError(e.to_string()))?;
@@ -90,19 +186,46 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
                 &config.datanode_uuid,
             )),
         };
-        let interactive = std::io::stderr().is_terminal();
-        let mut progress = |p: &Progress| print_progress(p, interactive);
-        Ok::<_, UsageError>(engine::run(config, clients, workload, &mut progress).await)
+        let mut metrics = match config.live.metrics_listen {
+            Some(addr) => {
+                let (snapshot, local) = report::prometheus::serve(addr).await.map_err(|e| {
+                    UsageError(format!("--metrics-listen {addr}: cannot listen: {e}"))
+                })?;
+                eprintln!("loadgen: metrics on http://{local}/metrics");
+                Some(snapshot)
+            }
+            None => None,
+        };
+        let mut intervals: Vec<Box<dyn IntervalSink + Send>> = Vec::new();
+        if let Some(path) = &config.live.histogram_log {
+            let start = std::time::SystemTime::now() + config.warmup;
+            let log = report::histogram_log::HistogramLog::create(path, start)
+                .map_err(|e| UsageError(format!("--histogram-log {}: {e}", path.display())))?;
+            intervals.push(Box::new(log));
+        }
+        let mut display = ProgressDisplay::new(std::io::stderr().is_terminal(), config.stop);
+        let mut progress = |p: &engine::Progress| display.update(p);
+        let observers = Observers {
+            progress: &mut progress,
+            intervals,
+            totals: metrics.as_mut().map(|m| m as &mut dyn TotalsSink),
+        };
+        let out = engine::run(config, clients, workload, observers).await;
+        display.finish();
+        Ok::<_, UsageError>(out)
     })?;
-    let header = header(config, &target_desc);
-    let mut output = output;
-    let mut report = report::freon::render(config.workload.timer_name(), &mut output);
-    report.push_str(&report::freon::failure_lines(config, &output));
-    Ok(Summary {
-        header,
-        report,
+    let embedded = matches!(config.target, Target::Embedded { .. });
+    let results = Results::from_run(
+        RunDescription::of(config, &target_desc),
+        &mut output_run,
+        embedded,
+    );
+    finish(
+        header(config, &target_desc),
+        results,
+        &config.report,
         output,
-    })
+    )
 }
 
 fn header(config: &RunConfig, target: &str) -> String {
@@ -110,34 +233,28 @@ fn header(config: &RunConfig, target: &str) -> String {
         StopAfter::Requests(n) => format!("{n} requests"),
         StopAfter::Elapsed(d) => format!("for {}", humantime::format_duration(d)),
     };
+    let streams = match config.streams {
+        Streams::PerRequest => "a new stream per request".to_string(),
+        Streams::Persistent { pipeline } => {
+            format!("one stream per thread with {pipeline} request(s) in flight")
+        }
+    };
+    let load = match &config.load {
+        config::Load::Closed => "closed loop".to_string(),
+        config::Load::Open(plan) => format!("open loop at {}", plan.schedule()),
+    };
+    let warmup = if config.warmup.is_zero() {
+        String::new()
+    } else {
+        format!(
+            " after a {} warm-up",
+            humantime::format_duration(config.warmup)
+        )
+    };
     format!(
-        "loadgen {}: {amount}, {} thread(s) over {} connection(s), a new stream per request\ntarget: {target}\n",
+        "loadgen {}: {amount}{warmup}, {} thread(s) over {} connection(s), {streams}, {load}\ntarget: {target}\n",
         config.workload.name(),
         config.threads,
         config.clients
     )
-}
-
-/// freon's progress line, on stderr so that stdout holds only the report.
-fn print_progress(p: &Progress, interactive: bool) {
-    let line = match p.stop {
-        StopAfter::Requests(n) => format!(
-            "Progress: {:.2} % ({} out of {})",
-            p.completed as f64 * 100.0 / n as f64,
-            p.completed,
-            n
-        ),
-        StopAfter::Elapsed(d) => format!(
-            "Progress: {:.2} % ({} s of {} s, {} calls)",
-            p.elapsed.as_secs_f64() * 100.0 / d.as_secs_f64(),
-            p.elapsed.as_secs(),
-            d.as_secs(),
-            p.completed
-        ),
-    };
-    if interactive {
-        eprint!("\r{line}   ");
-    } else {
-        eprintln!("{line}");
-    }
 }

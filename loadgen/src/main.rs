@@ -26,10 +26,12 @@ fn main() -> ExitCode {
         .init();
     match loadgen::run(cli) {
         Ok(summary) => {
-            eprintln!();
             let mut out = std::io::stdout().lock();
             // A closed pipe (loadgen … | head) is not an error worth a message.
-            let _ = write!(out, "{}\n{}", summary.header, summary.report);
+            let _ = write!(out, "{}", summary.stdout());
+            if let Some(path) = &summary.written_to {
+                eprintln!("loadgen: report written to {}", path.display());
+            }
             if summary.failures() > 0 {
                 ExitCode::FAILURE
             } else {

@@ -74,21 +74,88 @@ pub fn grpc_code_name(code: Code) -> &'static str {
     }
 }
 
-/// What one worker measured. Merged into the run's totals at the end.
+/// How one request ended, as the engine's request path reports it.
+#[derive(Debug)]
+pub enum Answer {
+    /// `result == SUCCESS`; `bytes` of payload came back.
+    Success {
+        bytes: u64,
+    },
+    Failure(Failure),
+}
+
+#[derive(Debug)]
+pub struct Failure {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Failure {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn from_status(status: &Status) -> Self {
+        let message = match status.source() {
+            Some(source) if status.message().is_empty() => source.to_string(),
+            Some(source) => format!("{}: {source}", status.message()),
+            None => status.message().to_string(),
+        };
+        Failure::new(ErrorKind::from_status(status), message)
+    }
+}
+
+/// When one measured request happened, for the recorder.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// From the intended send time (open loop) or the actual send (closed loop) to the answer.
+    pub corrected: Duration,
+    /// From the actual send to the answer (service time).
+    pub uncorrected: Duration,
+    /// Open loop: how the send related to its intended time.
+    pub send: SendTiming,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SendTiming {
+    /// Closed loop: there is no intended time.
+    Unscheduled,
+    /// A worker was waiting for the slot; it fired this long after the intended time (timer lag).
+    OnTime(Duration),
+    /// Every worker was busy at the intended time: the send went out this long after it.
+    Late(Duration),
+}
+
+/// What one worker measured since it last handed its statistics over. Histograms are HDR
+/// (fixed size); the coordinator merges them.
 #[derive(Clone, Debug, Default)]
 pub struct WorkerStats {
+    /// Successful requests, latency from the intended send time (= `service` in closed loop).
     pub success: LatencyHistogram,
+    /// Successful requests, latency from the actual send.
+    pub service: LatencyHistogram,
+    /// Failed requests, latency from the intended send time.
     pub failure: LatencyHistogram,
     pub errors: BTreeMap<ErrorKind, u64>,
     /// The first error message of each kind, for the report.
     pub first_messages: BTreeMap<ErrorKind, String>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Open loop: sends that went out late because every worker was busy, and how late.
+    pub lateness: LatencyHistogram,
+    /// Open loop: how late on-time sends fired (the generator's own timer lag).
+    pub timer_lag: LatencyHistogram,
+    /// Requests sent during the warm-up (not measured).
+    pub warmup: u64,
 }
 
 impl WorkerStats {
     pub fn record_success(&mut self, latency: Duration) {
         self.success.record(latency);
+        self.service.record(latency);
     }
 
     pub fn record_failure(
@@ -102,13 +169,45 @@ impl WorkerStats {
         self.first_messages.entry(kind).or_insert_with(message);
     }
 
+    /// Records one measured request.
+    pub fn record(&mut self, timing: Timing, answer: Answer, request_bytes: u64) {
+        self.bytes_sent += request_bytes;
+        match timing.send {
+            SendTiming::Unscheduled => {}
+            SendTiming::OnTime(lag) => self.timer_lag.record(lag),
+            SendTiming::Late(by) => self.lateness.record(by),
+        }
+        match answer {
+            Answer::Success { bytes } => {
+                self.bytes_received += bytes;
+                self.success.record(timing.corrected);
+                self.service.record(timing.uncorrected);
+            }
+            Answer::Failure(f) => {
+                self.record_failure(timing.corrected, f.kind, || f.message);
+            }
+        }
+    }
+
     pub fn failures(&self) -> u64 {
         self.errors.values().sum()
     }
 
+    pub fn late_sends(&self) -> u64 {
+        self.lateness.count()
+    }
+
+    /// Requests measured (successes and failures).
+    pub fn requests(&self) -> u64 {
+        self.success.count() + self.failures()
+    }
+
     pub fn merge(&mut self, other: &WorkerStats) {
         self.success.merge(&other.success);
+        self.service.merge(&other.service);
         self.failure.merge(&other.failure);
+        self.lateness.merge(&other.lateness);
+        self.timer_lag.merge(&other.timer_lag);
         for (k, v) in &other.errors {
             *self.errors.entry(k.clone()).or_default() += v;
         }
@@ -119,6 +218,7 @@ impl WorkerStats {
         }
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
+        self.warmup += other.warmup;
     }
 }
 

@@ -27,7 +27,7 @@ fn echo_against_the_embedded_dn_sim_reports_every_request() {
     .unwrap();
     assert_eq!(summary.successes(), 2000);
     assert_eq!(summary.failures(), 0);
-    assert_eq!(summary.output.stats.bytes_received, 2000 * 1024);
+    assert_eq!(summary.results.bytes_received, 2000 * 1024);
     assert!(
         summary.header.contains("embedded dn-sim"),
         "{}",
@@ -46,7 +46,7 @@ fn echo_against_the_embedded_dn_sim_reports_every_request() {
 fn duration_runs_stop_by_time() {
     let summary = run(&["echo", "--duration", "1s", "-t", "4"]).unwrap();
     assert!(summary.successes() > 0);
-    let secs = summary.output.elapsed.as_secs_f64();
+    let secs = summary.results.elapsed.as_secs_f64();
     assert!((0.9..5.0).contains(&secs), "{secs}");
 }
 
@@ -88,7 +88,7 @@ fn a_remote_dn_sim_can_be_targeted() {
     assert_eq!(summary.successes(), 500);
     assert!(summary.header.contains(&target));
     // Each echo sleeps 1 ms on the server, so no latency can be below it.
-    assert!(summary.output.stats.success.min_ms() >= 1.0);
+    assert!(summary.results.corrected.min_ms() >= 1.0);
 }
 
 fn loadgen(args: &[&str]) -> (i32, String, String) {

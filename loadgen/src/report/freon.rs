@@ -4,9 +4,9 @@
 //! sampling reservoir; failures are counted separately.
 
 use super::format_dropwizard_datetime;
-use crate::config::{RunConfig, StopAfter};
-use crate::engine::RunOutput;
+use crate::results::Results;
 use std::fmt::Write;
+use std::time::{Duration, UNIX_EPOCH};
 
 const CONSOLE_WIDTH: usize = 80;
 
@@ -20,20 +20,17 @@ fn banner(out: &mut String, s: &str, c: char) {
 }
 
 /// The report freon prints at the end of a run.
-pub fn render(timer_name: &str, run: &mut RunOutput) -> String {
+pub fn render(run: &Results) -> String {
     let mut out = String::new();
-    banner(
-        &mut out,
-        &format_dropwizard_datetime(run.started_at + run.elapsed),
-        '=',
-    );
+    let ended = UNIX_EPOCH + Duration::from_millis(run.started_at_ms) + run.elapsed;
+    banner(&mut out, &format_dropwizard_datetime(ended), '=');
     out.push('\n');
     banner(&mut out, "-- Timers", '-');
-    out.push_str(timer_name);
+    out.push_str(&run.description.timer);
     out.push('\n');
-    let h = &run.stats.success;
+    let h = &run.corrected;
     let mean_rate = h.count() as f64 / run.elapsed.as_secs_f64().max(1e-9);
-    let (m1, m5, m15) = run.meter.moving_rates(run.elapsed);
+    let [m1, m5, m15] = run.moving_rates;
     let rate_lines = [
         ("count", None),
         ("mean rate", Some(mean_rate)),
@@ -64,7 +61,7 @@ pub fn render(timer_name: &str, run: &mut RunOutput) -> String {
         writeln!(out, "{label:>20} {v:.2} milliseconds").unwrap();
     }
     out.push_str("\n\n");
-    let failures = run.stats.failures();
+    let failures = run.failures();
     writeln!(
         out,
         "Total execution time (sec): {}",
@@ -78,28 +75,22 @@ pub fn render(timer_name: &str, run: &mut RunOutput) -> String {
 
 /// What freon adds when requests failed, then the failures by kind (ours): each kind's count
 /// and the first message seen.
-pub fn failure_lines(config: &RunConfig, run: &RunOutput) -> String {
+pub fn failure_lines(run: &Results) -> String {
     let mut out = String::new();
-    let failures = run.stats.failures();
-    if failures == 0 {
+    if run.failures() == 0 {
         return out;
     }
-    if let StopAfter::Requests(n) = config.stop {
+    if let Some(n) = run.description.requests {
         writeln!(
             out,
             "Expected {n} --number-of-tests objects!, successfully executed {}",
-            run.stats.success.count()
+            run.successes()
         )
         .unwrap();
     }
     out.push_str("Failures by kind:\n");
-    for (kind, count) in &run.stats.errors {
-        let first = run
-            .stats
-            .first_messages
-            .get(kind)
-            .map_or("", String::as_str);
-        writeln!(out, "  {kind} = {count} (first: {first})").unwrap();
+    for (kind, e) in &run.errors {
+        writeln!(out, "  {kind} = {} (first: {})", e.count, e.first_message).unwrap();
     }
     out
 }
@@ -107,25 +98,12 @@ pub fn failure_lines(config: &RunConfig, run: &RunOutput) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::WorkerStats;
-    use common::rates::Meter;
-    use std::time::{Duration, UNIX_EPOCH};
+    use crate::report::test_results;
 
     #[test]
     fn layout_matches_dropwizard_console_reporter() {
-        let mut stats = WorkerStats::default();
-        for us in [300u64, 590, 830, 1670] {
-            stats.record_success(Duration::from_micros(us));
-        }
-        let mut run = RunOutput {
-            stats,
-            started_at: UNIX_EPOCH + Duration::from_secs(1_796_035_520),
-            elapsed: Duration::from_secs(5),
-            meter: Meter::new(),
-            completed: 4,
-            interrupted: false,
-        };
-        let text = render("rpc-payload", &mut run);
+        let run = test_results(&[300, 590, 830, 1670]);
+        let text = render(&run);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],

@@ -1,0 +1,278 @@
+//! The engine: workers, connections, scheduling, stop conditions. `threads` workers are spread
+//! over the connections (worker i uses connection i mod clients). In `per-request` stream mode
+//! each keeps one request outstanding on a new stream per request (freon's model, Ozone's Java
+//! client); in `persistent` mode each keeps `--pipeline` requests in flight on one long stream.
+//!
+//! Closed loop (default): a worker sends its next request when the previous one is answered.
+//! Open loop (`--rate`, `--rate-schedule`): [`slots`] hands out requests at their intended times;
+//! latency is measured from the intended time, so stalls are not hidden (coordinated omission).
+//!
+//! Workers keep their own statistics ([`recorder`]) and hand them to the coordinator once per
+//! report interval; the coordinator ([`live`]) merges them. The hot path shares one atomic
+//! request counter and one completion counter, and takes no lock.
+
+pub mod live;
+mod per_request;
+mod persistent;
+pub mod recorder;
+pub mod request;
+pub mod schedule;
+pub mod slots;
+
+use crate::config::{RunConfig, StopAfter, Streams};
+use crate::connection::Client;
+use crate::outcome::WorkerStats;
+use crate::workload::Workload;
+use common::rates::Meter;
+use live::{IntervalPoint, IntervalSink, Live};
+use recorder::Flush;
+use slots::Slots;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{mpsc, watch};
+
+/// State all workers share.
+pub struct Shared {
+    pub slots: Slots,
+    /// Index of the current report interval since the start.
+    pub epoch: AtomicU64,
+    /// Measured requests finished.
+    pub completed: AtomicU64,
+    stop_tx: watch::Sender<bool>,
+}
+
+impl Shared {
+    /// Stops handing out requests and wakes workers waiting for an intended time.
+    pub fn stop(&self) {
+        self.slots.stop();
+        self.stop_tx.send_replace(true);
+    }
+
+    fn stop_signal(&self) -> watch::Receiver<bool> {
+        self.stop_tx.subscribe()
+    }
+}
+
+/// Waits until `t`; false if the run was stopped first.
+async fn wait_until(t: Instant, stop: &mut watch::Receiver<bool>) -> bool {
+    if t <= Instant::now() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep_until(t.into()) => true,
+        _ = stop.wait_for(|s| *s) => false,
+    }
+}
+
+pub struct WorkerContext {
+    pub idx: usize,
+    pub shared: Arc<Shared>,
+    pub workload: Arc<dyn Workload>,
+    pub flushes: mpsc::UnboundedSender<Flush>,
+    pub timeout: Duration,
+    pub fail_at_end: bool,
+}
+
+/// What a finished run measured (the warm-up excluded).
+pub struct RunOutput {
+    pub stats: WorkerStats,
+    /// When measurement started (the end of the warm-up).
+    pub started_at: SystemTime,
+    /// How long measurement lasted.
+    pub elapsed: Duration,
+    pub meter: Meter,
+    /// Measured requests finished (including failed ones).
+    pub completed: u64,
+    /// The run was stopped early by a signal.
+    pub interrupted: bool,
+    pub series: Vec<IntervalPoint>,
+    /// CPU time loadgen's process used over the whole run (warm-up included), and that run's
+    /// wall-clock length.
+    pub cpu: Option<Duration>,
+    pub wall: Duration,
+}
+
+/// Progress as of a tick, for the progress display.
+pub struct Progress {
+    pub completed: u64,
+    /// Since measurement started (zero during the warm-up).
+    pub elapsed: Duration,
+    pub warming_up: bool,
+    pub stop: StopAfter,
+    /// Measured requests per second over the last interval.
+    pub rate: f64,
+    /// Latency p99 (from the intended send time) of the intervals closed so far, in ms.
+    pub p99_ms: f64,
+    pub failures: u64,
+}
+
+/// Called at every report interval with the run's totals so far (e.g. Prometheus metrics).
+pub trait TotalsSink {
+    fn update(&mut self, totals: &WorkerStats, late: bool);
+}
+
+/// How long in-flight requests may take to finish after Ctrl-C before the report is printed.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+pub struct Observers<'a> {
+    pub progress: &'a mut dyn FnMut(&Progress),
+    pub intervals: Vec<Box<dyn IntervalSink + Send>>,
+    pub totals: Option<&'a mut dyn TotalsSink>,
+}
+
+pub async fn run(
+    config: &RunConfig,
+    clients: Vec<Client>,
+    workload: Arc<dyn Workload>,
+    observers: Observers<'_>,
+) -> RunOutput {
+    let cpu_at_start = crate::cpu::process_cpu_time();
+    let start = Instant::now();
+    let start_wall = SystemTime::now();
+    let (stop_tx, _) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        slots: Slots::new(&config.load, config.stop, config.warmup, start),
+        epoch: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        stop_tx,
+    });
+    let (flush_tx, mut flushes) = mpsc::unbounded_channel();
+    let mut workers = tokio::task::JoinSet::new();
+    for idx in 0..config.threads {
+        let client = clients[idx % clients.len()].clone();
+        let ctx = WorkerContext {
+            idx,
+            shared: Arc::clone(&shared),
+            workload: Arc::clone(&workload),
+            flushes: flush_tx.clone(),
+            timeout: config.timeout,
+            fail_at_end: config.fail_at_end,
+        };
+        match config.streams {
+            Streams::PerRequest => workers.spawn(per_request::worker(ctx, client)),
+            Streams::Persistent { pipeline } => {
+                workers.spawn(persistent::worker(ctx, client, pipeline))
+            }
+        };
+    }
+    drop(flush_tx);
+
+    let Observers {
+        progress,
+        intervals,
+        mut totals,
+    } = observers;
+    let interval = config.live.interval;
+    let mut live = Live::new(interval, config.warmup, intervals);
+    let mut meter = Meter::new();
+    let mut marked = 0;
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::from_std(start) + interval, interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut interrupted = false;
+    let mut drain_deadline: Option<tokio::time::Instant> = None;
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    let measure_start = shared.slots.measure_start();
+    loop {
+        tokio::select! {
+            flush = flushes.recv() => match flush {
+                Some(flush) => live.add(flush),
+                None => break, // every worker has ended
+            },
+            _ = ticker.tick() => {
+                let now = Instant::now();
+                let epoch = (now.duration_since(start).as_secs_f64() / interval.as_secs_f64()) as u64;
+                shared.epoch.store(epoch, Relaxed);
+                live.tick(epoch);
+                let completed = shared.completed.load(Relaxed);
+                let measured = now.saturating_duration_since(measure_start);
+                meter.mark(completed - marked, measured);
+                let rate = (completed - marked) as f64 / interval.as_secs_f64();
+                marked = completed;
+                if let Some(t) = totals.as_deref_mut() {
+                    t.update(&live.total, false);
+                }
+                progress(&Progress {
+                    completed,
+                    elapsed: measured,
+                    warming_up: now < measure_start,
+                    stop: config.stop,
+                    rate,
+                    p99_ms: live.total.success.percentile_ms(99.0),
+                    failures: live.failures(),
+                });
+            }
+            _ = &mut signal, if !interrupted => {
+                interrupted = true;
+                shared.stop();
+                drain_deadline = Some(tokio::time::Instant::now() + DRAIN_GRACE);
+                eprintln!("\nloadgen: stopping: no new requests, waiting up to {DRAIN_GRACE:?} for in-flight ones");
+            }
+            _ = sleep_until_opt(drain_deadline) => {
+                // Aborted workers hand over what they measured when their recorders drop.
+                workers.abort_all();
+                drain_deadline = None;
+            }
+        }
+    }
+    while let Some(joined) = workers.join_next().await {
+        if let Err(e) = joined
+            && !e.is_cancelled()
+        {
+            tracing::error!("worker failed: {e}");
+        }
+    }
+    let end = Instant::now();
+    let elapsed = end.saturating_duration_since(measure_start);
+    live.finish(end.duration_since(start));
+    let completed = shared.completed.load(Relaxed);
+    meter.mark(completed - marked, elapsed);
+    if let Some(t) = totals {
+        t.update(&live.total, true);
+    }
+    let cpu = match (cpu_at_start, crate::cpu::process_cpu_time()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    RunOutput {
+        stats: live.total,
+        started_at: start_wall + config.warmup.min(end.duration_since(start)),
+        elapsed,
+        meter,
+        completed,
+        interrupted,
+        series: live.series,
+        cpu,
+        wall: end.duration_since(start),
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,213 @@
+//! `--format text`: freon's report (byte for byte), its failure lines, then what freon cannot
+//! tell: corrected and uncorrected latency at the chosen percentiles, throughput in bytes, late
+//! sends, and whether the generator itself may have been the limit.
+
+use super::freon;
+use crate::results::Results;
+use common::stats::LatencyHistogram;
+use std::fmt::Write;
+
+pub fn render(r: &Results, percentiles: &[f64]) -> String {
+    let mut out = freon::render(r);
+    out.push_str(&freon::failure_lines(r));
+    out.push_str(&details(r, percentiles));
+    out
+}
+
+fn label(p: f64) -> String {
+    format!("p{p}")
+}
+
+fn details(r: &Results, percentiles: &[f64]) -> String {
+    let mut out = String::from("\n-- loadgen ");
+    out.push_str(&"-".repeat(69));
+    out.push('\n');
+    let open = r.description.open_loop();
+    if open {
+        writeln!(
+            out,
+            "{:>20} {:>12} {:>12}",
+            "latency (ms)", "corrected", "uncorrected"
+        )
+        .unwrap();
+    } else {
+        writeln!(
+            out,
+            "{:>20} {:>12}   (closed loop: from each send)",
+            "latency (ms)", "successes"
+        )
+        .unwrap();
+    }
+    let row = |out: &mut String, name: &str, f: &dyn Fn(&LatencyHistogram) -> f64| {
+        if open {
+            writeln!(
+                out,
+                "{name:>20} {:>12.3} {:>12.3}",
+                f(&r.corrected),
+                f(&r.uncorrected)
+            )
+        } else {
+            writeln!(out, "{name:>20} {:>12.3}", f(&r.corrected))
+        }
+        .unwrap();
+    };
+    for &p in percentiles {
+        row(&mut out, &label(p), &|h| h.percentile_ms(p));
+    }
+    row(&mut out, "max", &|h| h.max_ms());
+    if r.failed.count() > 0 {
+        writeln!(
+            out,
+            "{:>20} {} failed: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            "failed",
+            r.failed.count(),
+            r.failed.percentile_ms(50.0),
+            r.failed.percentile_ms(99.0),
+            r.failed.max_ms()
+        )
+        .unwrap();
+    }
+    writeln!(
+        out,
+        "{:>20} {:.2} requests/s ({:.2} successful), {} sent/s, {} received/s",
+        "throughput",
+        r.throughput(),
+        r.success_rate(),
+        bytes(r.bytes_sent_per_s()),
+        bytes(r.bytes_received_per_s())
+    )
+    .unwrap();
+    if r.warmup_requests > 0 || r.description.warmup_s > 0.0 {
+        writeln!(
+            out,
+            "{:>20} {:.1} s, {} requests not counted",
+            "warm-up", r.description.warmup_s, r.warmup_requests
+        )
+        .unwrap();
+    }
+    if let Some(plan) = &r.description.rate_plan {
+        writeln!(
+            out,
+            "{:>20} {plan}, achieved {:.2} requests/s",
+            "open loop",
+            r.throughput()
+        )
+        .unwrap();
+        let late = r.late_sends();
+        write!(
+            out,
+            "{:>20} {late} ({:.2} %, every worker was busy at the intended time)",
+            "late sends",
+            late as f64 * 100.0 / r.requests().max(1) as f64
+        )
+        .unwrap();
+        if late > 0 {
+            write!(
+                out,
+                ": late by p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+                r.lateness.percentile_ms(50.0),
+                r.lateness.percentile_ms(99.0),
+                r.lateness.max_ms()
+            )
+            .unwrap();
+        }
+        out.push('\n');
+    }
+    let g = &r.generator;
+    let mut line = match (g.cpu_s, g.cpu_share()) {
+        (Some(cpu), Some(share)) => format!(
+            "CPU {cpu:.2} s in {:.2} s = {:.0} % of {} core(s){}",
+            g.wall_s,
+            share * 100.0,
+            g.cores,
+            if g.embedded_target {
+                " (embedded dn-sim included)"
+            } else {
+                ""
+            }
+        ),
+        _ => "CPU use unknown".to_string(),
+    };
+    if r.timer_lag.count() > 0 {
+        write!(
+            line,
+            "; scheduled sends fired late by p99 {:.3} ms, max {:.3} ms",
+            r.timer_lag.percentile_ms(99.0),
+            r.timer_lag.max_ms()
+        )
+        .unwrap();
+    }
+    writeln!(out, "{:>20} {line}", "generator").unwrap();
+    let limits = r.generator_limits();
+    if limits.is_empty() {
+        writeln!(out, "{:>20} no sign that loadgen was the limit", "").unwrap();
+    } else {
+        for reason in limits {
+            writeln!(out, "{:>20} may have been the limit: {reason}", "").unwrap();
+        }
+    }
+    if r.processes > 1 {
+        writeln!(out, "{:>20} {} loadgen runs merged", "merged", r.processes).unwrap();
+    }
+    if r.interrupted {
+        writeln!(
+            out,
+            "{:>20} stopped by a signal; the report covers what was measured",
+            "interrupted"
+        )
+        .unwrap();
+    }
+    out
+}
+
+/// Bytes per second with binary units: `0 B`, `1.50 MiB`.
+pub fn bytes(v: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = v;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.2} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_results;
+    use std::time::Duration;
+
+    #[test]
+    fn closed_loop_details_list_the_chosen_percentiles() {
+        let r = test_results(&[100, 200, 300, 400, 5000]);
+        let text = render(&r, &[50.0, 99.9]);
+        assert!(text.contains("Successful executions: 5\n"), "{text}");
+        assert!(text.contains("                 p50        0.300"), "{text}");
+        assert!(text.contains("               p99.9        5.003"), "{text}");
+        assert!(!text.contains("uncorrected"), "{text}");
+        assert!(
+            text.contains("no sign that loadgen was the limit"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn open_loop_details_show_both_latencies_and_late_sends() {
+        let mut r = test_results(&[100, 200]);
+        r.description.load = "open".into();
+        r.description.rate_plan = Some("1000/s".into());
+        r.corrected.record(Duration::from_millis(90));
+        r.uncorrected.record(Duration::from_micros(150));
+        r.lateness.record(Duration::from_millis(80));
+        let text = render(&r, &[50.0, 99.0]);
+        assert!(text.contains("corrected  uncorrected"), "{text}");
+        assert!(text.contains("          late sends 1 (33.33 %"), "{text}");
+        assert!(text.contains("may have been the limit"), "{text}");
+        assert_eq!(bytes(1536.0 * 1024.0), "1.50 MiB");
+    }
+}

@@ -1,0 +1,340 @@
+//! The results of a run, or of several merged runs, in the form every report renders: the run's
+//! description, totals, full latency histograms, errors by kind, the generator's own CPU use and
+//! timer lag, and the time series. A single run builds it from the engine's output; `loadgen
+//! merge` builds it from JSON files and adds them up (exactly: histograms merge bucket by bucket).
+
+use crate::config::{Load, RunConfig, StopAfter, Streams, WorkloadConfig};
+use crate::engine::RunOutput;
+use crate::engine::live::{IntervalPoint, push_point};
+use common::stats::LatencyHistogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// What was run, as plain values (the `config` object of the JSON report).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunDescription {
+    pub workload: String,
+    /// freon's timer name (`rpc-payload`).
+    pub timer: String,
+    pub target: String,
+    pub clients: usize,
+    pub threads: usize,
+    pub stream_mode: String,
+    pub pipeline: usize,
+    /// `closed` or `open`.
+    pub load: String,
+    /// Open loop: the plan (`1000/s`, `step:…`, `ramp:…`).
+    pub rate_plan: Option<String>,
+    /// Open loop: the highest planned rate, requests/s.
+    pub peak_rate: Option<f64>,
+    pub requests: Option<u64>,
+    pub duration_s: Option<f64>,
+    pub warmup_s: f64,
+    pub timeout_s: f64,
+    pub fail_at_end: bool,
+    pub payload_req_bytes: u64,
+    pub payload_resp_bytes: u64,
+}
+
+impl RunDescription {
+    pub fn of(config: &RunConfig, target: &str) -> Self {
+        let (payload_req_bytes, payload_resp_bytes) = match &config.workload {
+            WorkloadConfig::Echo(e) => (e.payload_req_bytes as u64, e.payload_resp_bytes as u64),
+        };
+        let (rate_plan, peak_rate) = match &config.load {
+            Load::Closed => (None, None),
+            Load::Open(plan) => (
+                Some(plan.schedule().to_string()),
+                Some(plan.schedule().peak_rate()),
+            ),
+        };
+        RunDescription {
+            workload: config.workload.name().into(),
+            timer: config.workload.timer_name().into(),
+            target: target.into(),
+            clients: config.clients,
+            threads: config.threads,
+            stream_mode: match config.streams {
+                Streams::PerRequest => "per-request".into(),
+                Streams::Persistent { .. } => "persistent".into(),
+            },
+            pipeline: match config.streams {
+                Streams::PerRequest => 1,
+                Streams::Persistent { pipeline } => pipeline,
+            },
+            load: if rate_plan.is_some() {
+                "open"
+            } else {
+                "closed"
+            }
+            .into(),
+            rate_plan,
+            peak_rate,
+            requests: match config.stop {
+                StopAfter::Requests(n) => Some(n),
+                StopAfter::Elapsed(_) => None,
+            },
+            duration_s: match config.stop {
+                StopAfter::Elapsed(d) => Some(d.as_secs_f64()),
+                StopAfter::Requests(_) => None,
+            },
+            warmup_s: config.warmup.as_secs_f64(),
+            timeout_s: config.timeout.as_secs_f64(),
+            fail_at_end: config.fail_at_end,
+            payload_req_bytes,
+            payload_resp_bytes,
+        }
+    }
+
+    pub fn open_loop(&self) -> bool {
+        self.load == "open"
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorCount {
+    pub count: u64,
+    pub first_message: String,
+}
+
+/// The generator's view of itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Generator {
+    /// CPU seconds loadgen's process used (with the embedded dn-sim, its CPU too).
+    pub cpu_s: Option<f64>,
+    /// Wall-clock seconds of the whole run, warm-up included.
+    pub wall_s: f64,
+    /// Cores available to the process.
+    pub cores: usize,
+    /// The target ran inside loadgen's process (its CPU is in `cpu_s`).
+    pub embedded_target: bool,
+}
+
+impl Generator {
+    /// Share of the available cores the process used, 0–1.
+    pub fn cpu_share(&self) -> Option<f64> {
+        self.cpu_s
+            .map(|c| c / self.wall_s.max(1e-9) / self.cores.max(1) as f64)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Results {
+    pub description: RunDescription,
+    /// Measurement start, milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    pub elapsed: Duration,
+    pub interrupted: bool,
+    /// How many loadgen runs these results add up.
+    pub processes: u32,
+    /// Successful requests, from the intended send time (closed loop: from the send).
+    pub corrected: LatencyHistogram,
+    /// Successful requests, from the actual send (service time).
+    pub uncorrected: LatencyHistogram,
+    /// Failed requests.
+    pub failed: LatencyHistogram,
+    /// Late sends (every worker busy at the intended time) and how late they went out.
+    pub lateness: LatencyHistogram,
+    /// On-time sends: how late the timer fired (the generator's own lag).
+    pub timer_lag: LatencyHistogram,
+    pub errors: BTreeMap<String, ErrorCount>,
+    pub warmup_requests: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// freon's 1-, 5- and 15-minute rates of finished requests.
+    pub moving_rates: [f64; 3],
+    pub generator: Generator,
+    pub series: Vec<IntervalPoint>,
+}
+
+impl Results {
+    pub fn from_run(description: RunDescription, run: &mut RunOutput, embedded: bool) -> Self {
+        let (m1, m5, m15) = run.meter.moving_rates(run.elapsed);
+        let s = &run.stats;
+        let errors = s
+            .errors
+            .iter()
+            .map(|(kind, &count)| {
+                let first_message = s.first_messages.get(kind).cloned().unwrap_or_default();
+                (
+                    kind.to_string(),
+                    ErrorCount {
+                        count,
+                        first_message,
+                    },
+                )
+            })
+            .collect();
+        Results {
+            description,
+            started_at_ms: run
+                .started_at
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            elapsed: run.elapsed,
+            interrupted: run.interrupted,
+            processes: 1,
+            corrected: s.success.clone(),
+            uncorrected: s.service.clone(),
+            failed: s.failure.clone(),
+            lateness: s.lateness.clone(),
+            timer_lag: s.timer_lag.clone(),
+            errors,
+            warmup_requests: s.warmup,
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+            moving_rates: [m1, m5, m15],
+            generator: Generator {
+                cpu_s: run.cpu.map(|c| c.as_secs_f64()),
+                wall_s: run.wall.as_secs_f64(),
+                cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                embedded_target: embedded,
+            },
+            series: std::mem::take(&mut run.series),
+        }
+    }
+
+    pub fn successes(&self) -> u64 {
+        self.corrected.count()
+    }
+
+    pub fn failures(&self) -> u64 {
+        self.errors.values().map(|e| e.count).sum()
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.successes() + self.failures()
+    }
+
+    pub fn late_sends(&self) -> u64 {
+        self.lateness.count()
+    }
+
+    fn per_second(&self, n: u64) -> f64 {
+        n as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    pub fn throughput(&self) -> f64 {
+        self.per_second(self.requests())
+    }
+
+    pub fn success_rate(&self) -> f64 {
+        self.per_second(self.successes())
+    }
+
+    pub fn bytes_sent_per_s(&self) -> f64 {
+        self.per_second(self.bytes_sent)
+    }
+
+    pub fn bytes_received_per_s(&self) -> f64 {
+        self.per_second(self.bytes_received)
+    }
+
+    /// Why the generator itself may have limited the measurement; empty when nothing suggests it.
+    pub fn generator_limits(&self) -> Vec<String> {
+        let mut reasons = Vec::new();
+        if let Some(share) = self.generator.cpu_share()
+            && share > 0.85
+        {
+            let with = if self.generator.embedded_target {
+                " (with the embedded dn-sim)"
+            } else {
+                ""
+            };
+            reasons.push(format!(
+                "loadgen used {:.0} % of {} core(s){with}",
+                share * 100.0,
+                self.generator.cores
+            ));
+        }
+        if self.timer_lag.count() > 0 && self.timer_lag.percentile_ms(99.0) > 5.0 {
+            reasons.push(format!(
+                "scheduled sends fired late (timer lag p99 {:.2} ms): the runtime was busy",
+                self.timer_lag.percentile_ms(99.0)
+            ));
+        }
+        let late = self.late_sends();
+        if late > 0 && late * 100 > self.requests() {
+            reasons.push(format!(
+                "{late} sends ({:.1} %) were late because all {} request slot(s) were busy: \
+                 more --threads (or --pipeline) would have sent them on time, unless the target \
+                 is saturated",
+                late as f64 * 100.0 / self.requests().max(1) as f64,
+                self.description.threads * self.description.pipeline
+            ));
+        }
+        reasons
+    }
+
+    /// Adds `other` (another process's results of the same test) to these.
+    pub fn merge(&mut self, other: &Results) {
+        self.started_at_ms = self.started_at_ms.min(other.started_at_ms);
+        self.elapsed = self.elapsed.max(other.elapsed);
+        self.interrupted |= other.interrupted;
+        self.processes += other.processes;
+        self.corrected.merge(&other.corrected);
+        self.uncorrected.merge(&other.uncorrected);
+        self.failed.merge(&other.failed);
+        self.lateness.merge(&other.lateness);
+        self.timer_lag.merge(&other.timer_lag);
+        for (kind, e) in &other.errors {
+            let mine = self.errors.entry(kind.clone()).or_insert(ErrorCount {
+                count: 0,
+                first_message: e.first_message.clone(),
+            });
+            mine.count += e.count;
+        }
+        self.warmup_requests += other.warmup_requests;
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        for (a, b) in self.moving_rates.iter_mut().zip(other.moving_rates) {
+            *a += b;
+        }
+        let d = &mut self.description;
+        d.clients += other.description.clients;
+        d.threads += other.description.threads;
+        d.peak_rate = match (d.peak_rate, other.description.peak_rate) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        d.requests = match (d.requests, other.description.requests) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        let g = &mut self.generator;
+        g.cpu_s = match (g.cpu_s, other.generator.cpu_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        g.wall_s = g.wall_s.max(other.generator.wall_s);
+        g.cores += other.generator.cores;
+        g.embedded_target |= other.generator.embedded_target;
+        // Series are aligned by their offset from each run's start; counts add, latency fields
+        // keep the larger value.
+        let mut merged = Vec::with_capacity(self.series.len().max(other.series.len()));
+        let mut a = self.series.iter();
+        let mut b = other.series.iter();
+        loop {
+            let point = match (a.next(), b.next()) {
+                (Some(x), Some(y)) => {
+                    let mut p = x.clone();
+                    p.requests += y.requests;
+                    p.successes += y.successes;
+                    p.failures += y.failures;
+                    p.late_sends += y.late_sends;
+                    p.rate += y.rate;
+                    p.p50_ms = p.p50_ms.max(y.p50_ms);
+                    p.p99_ms = p.p99_ms.max(y.p99_ms);
+                    p.max_ms = p.max_ms.max(y.max_ms);
+                    p.uncorrected_p99_ms = p.uncorrected_p99_ms.max(y.uncorrected_p99_ms);
+                    p
+                }
+                (Some(x), None) | (None, Some(x)) => x.clone(),
+                (None, None) => break,
+            };
+            push_point(&mut merged, point);
+        }
+        self.series = merged;
+    }
+}
