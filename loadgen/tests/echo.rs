@@ -140,7 +140,7 @@ fn bad_command_lines_exit_2_with_one_line_naming_the_problem() {
 
 #[test]
 fn failures_give_a_non_zero_exit_and_help_is_not_an_error() {
-    let (code, stdout, _) = loadgen(&["echo", "-n", "10", "--container-id", "99"]);
+    let (code, stdout, _) = loadgen(&["echo", "-n", "10", "-t", "1", "--container-id", "99"]);
     assert_eq!(code, 1);
     assert!(stdout.contains("Failures: 1"), "{stdout}");
     let (code, stdout, _) = loadgen(&["echo", "--help"]);

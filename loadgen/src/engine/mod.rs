@@ -54,17 +54,6 @@ impl Shared {
     }
 }
 
-/// Waits until `t`; false if the run was stopped first.
-async fn wait_until(t: Instant, stop: &mut watch::Receiver<bool>) -> bool {
-    if t <= Instant::now() {
-        return true;
-    }
-    tokio::select! {
-        _ = tokio::time::sleep_until(t.into()) => true,
-        _ = stop.wait_for(|s| *s) => false,
-    }
-}
-
 pub struct WorkerContext {
     pub idx: usize,
     pub shared: Arc<Shared>,
@@ -157,6 +146,13 @@ pub async fn run(
         };
     }
     drop(flush_tx);
+    let pacer = shared.slots.is_open_loop().then(|| {
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("loadgen-pacer".into())
+            .spawn(move || shared.slots.pace())
+            .expect("starting the pacer thread")
+    });
 
     let Observers {
         progress,
@@ -223,6 +219,10 @@ pub async fn run(
         {
             tracing::error!("worker failed: {e}");
         }
+    }
+    shared.stop(); // ends the pacer if the run ended early
+    if let Some(pacer) = pacer {
+        let _ = pacer.join();
     }
     let end = Instant::now();
     let elapsed = end.saturating_duration_since(measure_start);

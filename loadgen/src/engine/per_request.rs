@@ -17,12 +17,7 @@ pub async fn worker(ctx: WorkerContext, mut client: Client) {
     let mut stop = ctx.shared.stop_signal();
     let mut backoff = Backoff::new();
     let mut seq = 0;
-    while let Some(slot) = ctx.shared.slots.claim() {
-        if let Some(intended) = slot.intended
-            && !super::wait_until(intended, &mut stop).await
-        {
-            break;
-        }
+    while let Some(slot) = ctx.shared.slots.next().await {
         let req = ctx.workload.request(ctx.idx, seq);
         seq += 1;
         let sent = Instant::now();

@@ -28,9 +28,7 @@ struct Worker {
     ctx: WorkerContext,
     recorder: Recorder,
     inflight: VecDeque<InFlight>,
-    /// A claimed request waiting for its intended time or a free pipeline place.
-    pending: Option<Slot>,
-    /// No more requests will be claimed.
+    /// No more requests will be taken.
     exhausted: bool,
     pipeline: usize,
     seq: u64,
@@ -54,7 +52,6 @@ pub async fn worker(ctx: WorkerContext, mut client: Client, pipeline: usize) {
         ctx,
         recorder,
         inflight: VecDeque::with_capacity(pipeline),
-        pending: None,
         exhausted: false,
         pipeline,
         seq: 0,
@@ -62,10 +59,10 @@ pub async fn worker(ctx: WorkerContext, mut client: Client, pipeline: usize) {
     let mut stop = w.ctx.shared.stop_signal();
     let mut backoff = Backoff::new();
     loop {
-        match w.stream(&mut client, &mut stop).await {
+        match w.stream(&mut client).await {
             StreamEnd::Done => break,
             StreamEnd::Failed { transport } => {
-                if w.exhausted && w.pending.is_none() {
+                if w.exhausted {
                     break;
                 }
                 if transport {
@@ -83,21 +80,9 @@ pub async fn worker(ctx: WorkerContext, mut client: Client, pipeline: usize) {
 }
 
 impl Worker {
-    /// Claims the next request into `pending` unless one is waiting or the run is over.
-    fn refill(&mut self) {
-        if self.pending.is_none() && !self.exhausted {
-            self.pending = self.ctx.shared.slots.claim();
-            self.exhausted = self.pending.is_none();
-        }
-    }
-
-    fn next_request(&mut self) -> ContainerCommandRequestProto {
-        self.seq += 1;
-        self.ctx.workload.request(self.ctx.idx, self.seq - 1)
-    }
-
     fn send(&mut self, tx: &mpsc::Sender<ContainerCommandRequestProto>, slot: Slot) {
-        let req = self.next_request();
+        self.seq += 1;
+        let req = self.ctx.workload.request(self.ctx.idx, self.seq - 1);
         self.inflight.push_back(InFlight {
             slot,
             sent: Instant::now(),
@@ -123,7 +108,6 @@ impl Worker {
         {
             self.ctx.shared.stop();
             self.exhausted = true;
-            self.pending = None;
         }
     }
 
@@ -137,24 +121,19 @@ impl Worker {
         StreamEnd::Failed { transport }
     }
 
-    async fn stream(
-        &mut self,
-        client: &mut Client,
-        stop: &mut tokio::sync::watch::Receiver<bool>,
-    ) -> StreamEnd {
+    async fn take(&mut self) -> Option<Slot> {
+        let slot = self.ctx.shared.slots.next().await;
+        self.exhausted = slot.is_none();
+        slot
+    }
+
+    async fn stream(&mut self, client: &mut Client) -> StreamEnd {
         let timeout = self.ctx.timeout;
         // The first request goes into the stream before the call is awaited: a server may send
         // its response headers only with the first answer.
-        self.refill();
-        let Some(first) = self.pending.take() else {
+        let Some(first) = self.take().await else {
             return StreamEnd::Done;
         };
-        if let Some(t) = first.intended
-            && !super::wait_until(t, stop).await
-        {
-            self.exhausted = true;
-            return StreamEnd::Done;
-        }
         let (tx, rx) = mpsc::channel(self.pipeline);
         self.send(&tx, first);
         // No deadline on the stream itself: it lives long; each request has its own.
@@ -166,24 +145,11 @@ impl Worker {
                 Err(_) => return self.fail_all(deadline_failure(timeout)),
             };
         loop {
-            let room = self.inflight.len() < self.pipeline;
-            if room {
-                self.refill();
-            }
-            if self.exhausted && self.pending.is_none() && self.inflight.is_empty() {
+            if self.exhausted && self.inflight.is_empty() {
                 return StreamEnd::Done; // dropping `tx` half-closes the stream
             }
-            // A request that is due and has room goes out at once.
-            if room
-                && let Some(slot) = self.pending
-                && slot.intended.is_none_or(|t| t <= Instant::now())
-            {
-                self.pending = None;
-                self.send(&tx, slot);
-                continue;
-            }
+            let room = self.inflight.len() < self.pipeline && !self.exhausted;
             let front_deadline = self.inflight.front().map(|f| f.sent + timeout);
-            let due = self.pending.and_then(|s| s.intended).filter(|_| room);
             tokio::select! {
                 biased;
                 msg = inbound.message(), if !self.inflight.is_empty() => match msg {
@@ -198,11 +164,11 @@ impl Worker {
                 _ = sleep_until(front_deadline), if front_deadline.is_some() => {
                     return self.fail_all(deadline_failure(timeout));
                 }
-                _ = sleep_until(due), if due.is_some() => {}
-                _ = stop.wait_for(|s| *s), if !self.exhausted => {
-                    self.exhausted = true;
-                    self.pending = None;
-                }
+                // Cancel-safe: a request is taken only when this branch completes.
+                slot = self.ctx.shared.slots.next(), if room => match slot {
+                    Some(slot) => self.send(&tx, slot),
+                    None => self.exhausted = true,
+                },
             }
         }
     }

@@ -1,19 +1,28 @@
-//! Which request a worker sends next, and when: the run's shared request counter. Closed loop: the
-//! next request goes now. Open loop: request k is intended at the plan's `time_of(k)`; whichever
-//! worker is free claims the next k, so a k claimed after its intended time was late because every
-//! worker was busy. One atomic `fetch_add` per request, no lock.
+//! Which request a worker sends next, and when: the run's shared request counter.
+//!
+//! Closed loop: the next request goes now (one atomic `fetch_add`).
+//!
+//! Open loop: request k is intended at `start + plan.time_of(k)`. A pacer thread ([`pace`])
+//! releases each request when its time comes, as a permit of a fair semaphore; a free worker
+//! waiting on the semaphore takes it at once (on time: the remaining gap is the generator's own
+//! timer lag, reported apart). A permit that finds no worker waiting stays until a worker becomes
+//! free: that request is *late* because every worker was busy at its intended time, and its
+//! latency still counts from the intended time (coordinated omission corrected). The pacer sleeps
+//! with the OS's fine-grained timer (tokio's timers have 1 ms granularity, too coarse here).
 
 use crate::config::{Load, StopAfter};
 use crate::engine::schedule::Plan;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, TryAcquireError};
 
 /// One request to send.
 #[derive(Clone, Copy, Debug)]
 pub struct Slot {
     /// Open loop: when the request is meant to go out.
     pub intended: Option<Instant>,
-    /// Claimed after its intended time (every worker was busy).
+    /// Taken after its intended time because every worker was busy then.
     pub late: bool,
     /// Sent after the warm-up: counts in the statistics.
     pub measured: bool,
@@ -32,9 +41,18 @@ pub struct Slots {
 enum Mode {
     /// `limit`: measured requests to send (None: until `end`).
     Closed { limit: Option<u64> },
-    /// `last`: one past the last request index to send.
-    Open { plan: Plan, last: Option<u64> },
+    /// `last`: one past the last request index to send. `due` holds a permit per released
+    /// request not yet taken.
+    Open {
+        plan: Plan,
+        last: Option<u64>,
+        due: Arc<Semaphore>,
+    },
 }
+
+/// Permits added once every request has been released, so that waiting workers wake and find
+/// the run over.
+const RELEASE_ALL: usize = 1 << 32;
 
 impl Slots {
     pub fn new(load: &Load, stop: StopAfter, warmup: Duration, start: Instant) -> Self {
@@ -54,6 +72,7 @@ impl Slots {
                 Mode::Open {
                     plan: plan.clone(),
                     last: limit.map(|n| first_measured + n),
+                    due: Arc::new(Semaphore::new(0)),
                 }
             }
         };
@@ -67,14 +86,19 @@ impl Slots {
         }
     }
 
-    /// The next request, or `None` when the run is over for this worker.
-    pub fn claim(&self) -> Option<Slot> {
+    pub fn is_open_loop(&self) -> bool {
+        matches!(self.mode, Mode::Open { .. })
+    }
+
+    /// The next request, or `None` when the run is over for this worker. Open loop: waits until
+    /// a request is due. Cancel-safe: a request is taken only when the future completes.
+    pub async fn next(&self) -> Option<Slot> {
         if self.stop.load(Relaxed) {
             return None;
         }
-        let now = Instant::now();
         match &self.mode {
             Mode::Closed { limit } => {
+                let now = Instant::now();
                 if now < self.measure_start {
                     return Some(Slot {
                         intended: None,
@@ -95,7 +119,18 @@ impl Slots {
                     measured: true,
                 })
             }
-            Mode::Open { plan, last } => {
+            Mode::Open { plan, last, due } => {
+                let late = match due.try_acquire() {
+                    Ok(permit) => {
+                        permit.forget();
+                        true
+                    }
+                    Err(TryAcquireError::Closed) => return None,
+                    Err(TryAcquireError::NoPermits) => {
+                        due.acquire().await.ok()?.forget();
+                        false
+                    }
+                };
                 let k = self.next.fetch_add(1, Relaxed);
                 if last.is_some_and(|last| k >= last) {
                     return None;
@@ -106,9 +141,51 @@ impl Slots {
                 }
                 Some(Slot {
                     intended: Some(intended),
-                    late: now > intended,
+                    late,
                     measured: intended >= self.measure_start,
                 })
+            }
+        }
+    }
+
+    /// Open loop: releases requests at their intended times until all are released or the run
+    /// is stopped. Runs on a thread of its own.
+    pub fn pace(&self) {
+        let Mode::Open { plan, last, due } = &self.mode else {
+            return;
+        };
+        set_fine_timer_slack();
+        let mut k = 0u64;
+        loop {
+            if self.stop.load(Relaxed) {
+                return;
+            }
+            let now = Instant::now();
+            let mut released = 0;
+            let next = loop {
+                if last.is_some_and(|last| k >= last) {
+                    break None;
+                }
+                let t = self.start + Duration::from_secs_f64(plan.time_of(k));
+                if self.end.is_some_and(|end| t >= end) {
+                    break None;
+                }
+                if t > now {
+                    break Some(t);
+                }
+                k += 1;
+                released += 1;
+            };
+            if released > 0 {
+                due.add_permits(released);
+            }
+            match next {
+                // Short naps keep a stop noticed quickly even at low rates.
+                Some(t) => std::thread::sleep((t - now).min(Duration::from_millis(20))),
+                None => {
+                    due.add_permits(RELEASE_ALL);
+                    return;
+                }
             }
         }
     }
@@ -116,6 +193,9 @@ impl Slots {
     /// No more requests: workers finish what they have in flight and stop.
     pub fn stop(&self) {
         self.stop.store(true, Relaxed);
+        if let Mode::Open { due, .. } = &self.mode {
+            due.close();
+        }
     }
 
     pub fn stopped(&self) -> bool {
@@ -125,14 +205,14 @@ impl Slots {
     pub fn measure_start(&self) -> Instant {
         self.measure_start
     }
+}
 
-    pub fn start(&self) -> Instant {
-        self.start
-    }
-
-    /// When a time-bounded run ends.
-    pub fn end(&self) -> Option<Instant> {
-        self.end
+/// Lets the pacer's sleeps end within microseconds instead of the default 50 µs timer slack.
+fn set_fine_timer_slack() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only affects the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
 }
 
@@ -140,6 +220,19 @@ impl Slots {
 mod tests {
     use super::*;
     use crate::engine::schedule::RateSchedule;
+
+    fn take_all(slots: &Slots) -> Vec<Slot> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut v = Vec::new();
+            while let Some(s) = slots.next().await {
+                v.push(s);
+            }
+            v
+        })
+    }
 
     #[test]
     fn closed_loop_hands_out_exactly_n_measured_requests() {
@@ -149,7 +242,7 @@ mod tests {
             Duration::ZERO,
             Instant::now(),
         );
-        let claimed: Vec<_> = std::iter::from_fn(|| slots.claim()).collect();
+        let claimed = take_all(&slots);
         assert_eq!(claimed.len(), 5);
         assert!(claimed.iter().all(|s| s.measured && s.intended.is_none()));
     }
@@ -162,38 +255,81 @@ mod tests {
             Duration::from_secs(3600),
             Instant::now(),
         );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         for _ in 0..10 {
-            assert!(!slots.claim().unwrap().measured);
+            assert!(!rt.block_on(slots.next()).unwrap().measured);
         }
         slots.stop();
-        assert!(slots.claim().is_none());
+        assert!(rt.block_on(slots.next()).is_none());
     }
 
     #[test]
-    fn open_loop_slots_follow_the_plan_and_know_when_they_are_late() {
+    fn open_loop_requests_follow_the_plan_and_late_ones_are_known() {
+        // Started 50 ms ago at 100/s: requests 0–4 (0–40 ms) are due and nobody was waiting.
         let start = Instant::now() - Duration::from_millis(50);
         let plan = Plan::new(RateSchedule::Constant(100.0));
-        // Warm-up 20 ms covers requests 0 and 1 (at 0 and 10 ms); then 3 measured ones.
+        // Warm-up 20 ms covers requests 0 and 1; then 3 measured ones.
         let slots = Slots::new(
             &Load::Open(plan),
             StopAfter::Requests(3),
             Duration::from_millis(20),
             start,
         );
-        let claimed: Vec<_> = std::iter::from_fn(|| slots.claim()).collect();
+        std::thread::scope(|s| {
+            s.spawn(|| slots.pace());
+        });
+        let claimed = take_all(&slots);
         assert_eq!(claimed.len(), 5);
         assert_eq!(claimed.iter().filter(|s| s.measured).count(), 3);
         assert_eq!(claimed[3].intended, Some(start + Duration::from_millis(30)));
-        // 0–40 ms are in the past (start was 50 ms ago): late.
         assert!(claimed.iter().all(|s| s.late));
-        let future = Slots::new(
-            &Load::Open(Plan::new(RateSchedule::Constant(1.0))),
-            StopAfter::Elapsed(Duration::from_secs(10)),
+    }
+
+    #[test]
+    fn a_waiting_worker_gets_each_request_on_time() {
+        let slots = Arc::new(Slots::new(
+            &Load::Open(Plan::new(RateSchedule::Constant(200.0))),
+            StopAfter::Elapsed(Duration::from_millis(100)),
             Duration::ZERO,
-            Instant::now() + Duration::from_secs(1),
+            Instant::now() + Duration::from_millis(20),
+        ));
+        let pacer = {
+            let slots = Arc::clone(&slots);
+            std::thread::spawn(move || slots.pace())
+        };
+        let claimed = take_all(&slots);
+        pacer.join().unwrap();
+        assert_eq!(claimed.len(), 20);
+        assert!(
+            claimed.iter().filter(|s| !s.late).count() >= 15,
+            "{claimed:?}"
         );
-        let s = future.claim().unwrap();
-        assert!(!s.late && s.measured);
-        assert_eq!(std::iter::from_fn(|| future.claim()).count(), 9);
+    }
+
+    #[test]
+    fn stopping_wakes_waiting_workers() {
+        let slots = Slots::new(
+            &Load::Open(Plan::new(RateSchedule::Constant(0.001))),
+            StopAfter::Requests(10),
+            Duration::ZERO,
+            Instant::now() + Duration::from_secs(3600),
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let wait = slots.next();
+            tokio::pin!(wait);
+            assert!(
+                tokio::time::timeout(Duration::from_millis(20), &mut wait)
+                    .await
+                    .is_err()
+            );
+            slots.stop();
+            assert!(wait.await.is_none());
+        });
     }
 }
