@@ -89,7 +89,7 @@ pub fn parse_rate(text: &str) -> Result<f64, ParseError> {
 /// Formats a byte count with Ozone's units, e.g. `4MB`, `64KB`, `1536B`.
 pub fn format_size(bytes: u64) -> String {
     for (unit, factor) in [("TB", 1u64 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)] {
-        if bytes >= factor && bytes % factor == 0 {
+        if bytes >= factor && bytes.is_multiple_of(factor) {
             return format!("{}{unit}", bytes / factor);
         }
     }
