@@ -47,7 +47,10 @@ mod tests {
     use prost::Message;
 
     fn hex(b: &[u8]) -> String {
-        b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+        b.iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The golden bytes from shared/ozone/protocol.md §2, computed from Ozone's field table.
@@ -64,7 +67,10 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert_eq!(hex(&req.encode_to_vec()), "08 16 18 01 22 01 78 d2 01 04 10 0a 20 01");
+        assert_eq!(
+            hex(&req.encode_to_vec()),
+            "08 16 18 01 22 01 78 d2 01 04 10 0a 20 01"
+        );
     }
 
     /// WriteChunk with a ChunkInfo carrying ChecksumData. Bytes derived by hand from the field
@@ -82,7 +88,11 @@ mod tests {
             container_id: 5,
             datanode_uuid: "dn".into(),
             write_chunk: Some(WriteChunkRequestProto {
-                block_id: DatanodeBlockId { container_id: 5, local_id: 7, ..Default::default() },
+                block_id: DatanodeBlockId {
+                    container_id: 5,
+                    local_id: 7,
+                    ..Default::default()
+                },
                 chunk_data: Some(ChunkInfo {
                     chunk_name: "c_0".into(),
                     offset: 0,
@@ -116,7 +126,11 @@ mod tests {
             result: Result::Success as i32,
             put_block: Some(PutBlockResponseProto {
                 committed_block_length: GetCommittedBlockLengthResponseProto {
-                    block_id: DatanodeBlockId { container_id: 1, local_id: 2, ..Default::default() },
+                    block_id: DatanodeBlockId {
+                        container_id: 1,
+                        local_id: 2,
+                        ..Default::default()
+                    },
                     block_length: 1024,
                 },
             }),
@@ -132,6 +146,9 @@ mod tests {
     fn snake_names_match_hadoop_metrics() {
         assert_eq!(Type::Echo.snake_name(), "echo");
         assert_eq!(Type::WriteChunk.snake_name(), "write_chunk");
-        assert_eq!(Type::GetCommittedBlockLength.snake_name(), "get_committed_block_length");
+        assert_eq!(
+            Type::GetCommittedBlockLength.snake_name(),
+            "get_committed_block_length"
+        );
     }
 }

@@ -17,7 +17,11 @@ struct Ewma {
 impl Ewma {
     fn minutes(m: f64) -> Self {
         let alpha = 1.0 - (-TICK.as_secs_f64() / 60.0 / m).exp();
-        Self { alpha, rate: 0.0, initialized: false }
+        Self {
+            alpha,
+            rate: 0.0,
+            initialized: false,
+        }
     }
 
     fn tick(&mut self, count: u64) {

@@ -23,14 +23,19 @@ impl Default for LatencyHistogram {
 
 impl LatencyHistogram {
     pub fn new() -> Self {
-        let hist = Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("static histogram bounds are valid");
+        let hist = Histogram::new_with_bounds(1, MAX_MICROS, 3)
+            .expect("static histogram bounds are valid");
         Self { hist }
     }
 
     /// Records one latency. Sub-microsecond values count as 1 µs; values above an hour as an hour.
     pub fn record(&mut self, latency: Duration) {
-        let micros = u64::try_from(latency.as_micros()).unwrap_or(MAX_MICROS).clamp(1, MAX_MICROS);
-        self.hist.record(micros).expect("value clamped into the histogram's range");
+        let micros = u64::try_from(latency.as_micros())
+            .unwrap_or(MAX_MICROS)
+            .clamp(1, MAX_MICROS);
+        self.hist
+            .record(micros)
+            .expect("value clamped into the histogram's range");
     }
 
     /// Adds every value of `other` (exact: both share the same bucket layout).
@@ -52,7 +57,11 @@ impl LatencyHistogram {
 
     /// Smallest recorded value in milliseconds (0 when empty).
     pub fn min_ms(&self) -> f64 {
-        if self.is_empty() { 0.0 } else { self.hist.min() as f64 / 1000.0 }
+        if self.is_empty() {
+            0.0
+        } else {
+            self.hist.min() as f64 / 1000.0
+        }
     }
 
     pub fn max_ms(&self) -> f64 {

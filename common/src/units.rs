@@ -83,12 +83,21 @@ pub fn parse_rate(text: &str) -> Result<f64, ParseError> {
         _ => parse_size(&format!("1{unit}")).map_err(|_| err())? as f64,
     };
     let rate = value * factor;
-    if rate.is_finite() && rate >= 0.0 { Ok(rate) } else { Err(err()) }
+    if rate.is_finite() && rate >= 0.0 {
+        Ok(rate)
+    } else {
+        Err(err())
+    }
 }
 
 /// Formats a byte count with Ozone's units, e.g. `4MB`, `64KB`, `1536B`.
 pub fn format_size(bytes: u64) -> String {
-    for (unit, factor) in [("TB", 1u64 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)] {
+    for (unit, factor) in [
+        ("TB", 1u64 << 40),
+        ("GB", 1 << 30),
+        ("MB", 1 << 20),
+        ("KB", 1 << 10),
+    ] {
         if bytes >= factor && bytes.is_multiple_of(factor) {
             return format!("{}{unit}", bytes / factor);
         }

@@ -131,7 +131,8 @@ pub fn check(buf: &[u8], spec: usize, depth: u32) -> Result<(), WireError> {
             1 => skip(buf, &mut pos, 8)?,
             5 => skip(buf, &mut pos, 4)?,
             2 => {
-                let len = usize::try_from(read_varint(buf, &mut pos)?).map_err(|_| WireError::Truncated)?;
+                let len = usize::try_from(read_varint(buf, &mut pos)?)
+                    .map_err(|_| WireError::Truncated)?;
                 let start = pos;
                 skip(buf, &mut pos, len)?;
                 if let Some((_, child)) = spec.nested.iter().find(|(f, _)| *f == field) {
@@ -150,7 +151,10 @@ pub fn check(buf: &[u8], spec: usize, depth: u32) -> Result<(), WireError> {
     }
     for (slot, &field) in spec.required.iter().enumerate() {
         if seen & (1 << slot) == 0 {
-            return Err(WireError::MissingRequired { message: spec.name, field });
+            return Err(WireError::MissingRequired {
+                message: spec.name,
+                field,
+            });
         }
     }
     Ok(())
@@ -209,13 +213,21 @@ mod tests {
     #[test]
     fn nested_required_fields_are_checked() {
         // WriteChunk envelope whose writeChunk(17).blockID(1) has containerID but no localID.
-        let bytes = [0x08, 0x0c, 0x18, 0x01, 0x22, 0x01, 0x78, 0x8a, 0x01, 0x04, 0x0a, 0x02, 0x08, 0x01];
+        let bytes = [
+            0x08, 0x0c, 0x18, 0x01, 0x22, 0x01, 0x78, 0x8a, 0x01, 0x04, 0x0a, 0x02, 0x08, 0x01,
+        ];
         assert_eq!(
             ContainerCommandRequestProto::check_required(&bytes),
-            Err(WireError::MissingRequired { message: "hadoop.hdds.datanode.DatanodeBlockID", field: 2 })
+            Err(WireError::MissingRequired {
+                message: "hadoop.hdds.datanode.DatanodeBlockID",
+                field: 2
+            })
         );
         // Absent optional sub-messages are not checked: an Echo without `echo` passes the wire check.
-        assert_eq!(ContainerCommandRequestProto::check_required(&bytes[..7]), Ok(()));
+        assert_eq!(
+            ContainerCommandRequestProto::check_required(&bytes[..7]),
+            Ok(())
+        );
     }
 
     #[test]
@@ -224,10 +236,18 @@ mod tests {
         for cut in 1..bytes.len() {
             let _ = ContainerCommandRequestProto::check_required(&bytes[..cut]);
         }
-        assert_eq!(ContainerCommandRequestProto::check_required(&[0x0a, 0xff]), Err(WireError::Truncated));
-        assert_eq!(ContainerCommandRequestProto::check_required(&[0x00]), Err(WireError::InvalidTag));
         assert_eq!(
-            ContainerCommandRequestProto::check_required(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            ContainerCommandRequestProto::check_required(&[0x0a, 0xff]),
+            Err(WireError::Truncated)
+        );
+        assert_eq!(
+            ContainerCommandRequestProto::check_required(&[0x00]),
+            Err(WireError::InvalidTag)
+        );
+        assert_eq!(
+            ContainerCommandRequestProto::check_required(&[
+                0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff
+            ]),
             Err(WireError::Truncated)
         );
     }
