@@ -7,6 +7,7 @@
 use crate::delay::DelayModel;
 use crate::dispatcher::{Dispatcher, LiveSettings};
 use crate::fault::FaultPlan;
+use crate::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -60,6 +61,7 @@ async fn metrics(State(s): State<AppState>) -> Response {
 
 fn config_json(s: &AppState) -> Value {
     let live = s.dispatcher.live.load();
+    let (rates, policy) = (s.dispatcher.limits.rates(), s.dispatcher.limits.policy());
     json!({
         "listen": s.info.listen,
         "containers": s.info.containers,
@@ -68,6 +70,13 @@ fn config_json(s: &AppState) -> Value {
         "max_queue": s.dispatcher.pool.max_queue(),
         "delays": live.delays,
         "faults": live.faults,
+        "limit_ingress": rates.ingress,
+        "limit_egress": rates.egress,
+        "limit_ops": rates.ops,
+        "limit_status": crate::fault::grpc_code_name(policy.status),
+        "limit_pushback": policy.pushback.to_string(),
+        "limit_reject_timing": policy.timing.to_string(),
+        "limit_burst": crate::delay::format_duration(policy.burst),
     })
 }
 
@@ -94,7 +103,17 @@ async fn put_config(State(s): State<AppState>, body: String) -> Response {
     let mut max_queue = None;
     let mut live = LiveSettings::clone(&s.dispatcher.live.load());
     let mut live_changed = false;
+    let mut rates = s.dispatcher.limits.rates();
+    let mut policy = s.dispatcher.limits.policy();
+    let mut limits_changed = false;
     for (key, value) in &changes {
+        if key.starts_with("limit_") {
+            if let Err(e) = limit_setting(key, value, &mut rates, &mut policy) {
+                return bad(e);
+            }
+            limits_changed = true;
+            continue;
+        }
         match key.as_str() {
             "handler_count" => match value.as_u64() {
                 Some(n) if (1..=100_000).contains(&n) => handler_count = Some(n as usize),
@@ -131,10 +150,15 @@ async fn put_config(State(s): State<AppState>, body: String) -> Response {
             },
             other => {
                 return bad(format!(
-                    "unknown or read-only setting '{other}' (settable: handler_count, max_queue, delays, faults)"
+                    "unknown or read-only setting '{other}' (settable: handler_count, max_queue, \
+                     delays, faults, limit_ingress, limit_egress, limit_ops, limit_status, \
+                     limit_pushback, limit_reject_timing, limit_burst)"
                 ));
             }
         }
+    }
+    if limits_changed && let Err(e) = s.dispatcher.limits.update(rates, policy) {
+        return bad(e);
     }
     if let Some(n) = handler_count {
         s.dispatcher.pool.resize(n).await;
@@ -147,4 +171,48 @@ async fn put_config(State(s): State<AppState>, body: String) -> Response {
     }
     tracing::info!(changes = %body, "configuration changed");
     axum::Json(config_json(&s)).into_response()
+}
+
+/// Applies one `limit_*` setting: rates as a number (per second), a rate string (`100MB/s`) or
+/// null (unlimited); the policy fields as their flag's text.
+fn limit_setting(
+    key: &str,
+    value: &Value,
+    rates: &mut LimitRates,
+    policy: &mut LimitPolicy,
+) -> Result<(), String> {
+    let rate = || -> Result<Option<f64>, String> {
+        match value {
+            Value::Null => Ok(None),
+            Value::Number(n) => match n.as_f64() {
+                Some(r) if r > 0.0 => Ok(Some(r)),
+                _ => Err(format!("{key} must be greater than zero or null")),
+            },
+            Value::String(t) => crate::cli::parse_bandwidth(t)
+                .map(Some)
+                .map_err(|e| format!("{key}: {e}")),
+            _ => Err(format!(
+                "{key} must be a number, a rate like \"100MB/s\", or null"
+            )),
+        }
+    };
+    let text = || {
+        value
+            .as_str()
+            .ok_or_else(|| format!("{key} must be a string"))
+    };
+    match key {
+        "limit_ingress" => rates.ingress = rate()?,
+        "limit_egress" => rates.egress = rate()?,
+        "limit_ops" => rates.ops = rate()?,
+        "limit_status" => policy.status = crate::cli::parse_limit_status(text()?)?,
+        "limit_pushback" => policy.pushback = text()?.parse::<Pushback>()?,
+        "limit_reject_timing" => policy.timing = text()?.parse::<RejectTiming>()?,
+        "limit_burst" => {
+            policy.burst =
+                common::units::parse_duration(text()?).map_err(|e| format!("{key}: {e}"))?
+        }
+        other => return Err(format!("unknown setting '{other}'")),
+    }
+    Ok(())
 }

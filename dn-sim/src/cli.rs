@@ -6,6 +6,7 @@ use crate::delay::{DelayModel, DelaySpec};
 use crate::dispatcher::LiveSettings;
 use crate::fault::{FaultPlan, FaultSpec};
 use crate::server::Config;
+use crate::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
 use crate::target::Assignment;
 use clap::Parser;
 use std::net::SocketAddr;
@@ -67,6 +68,36 @@ pub struct Args {
     /// Per-access latency of the shared disk, a delay SPEC.
     #[arg(long)]
     pub disk_latency: Option<DelaySpec>,
+
+    /// Ingress limit: bytes/s of request data for all clients together, e.g. 100MB/s
+    /// (Ozone units: MB = 2^20 bytes). Over it, requests are rejected.
+    #[arg(long, value_parser = parse_bandwidth)]
+    pub limit_ingress: Option<f64>,
+
+    /// Egress limit: bytes/s of response data for all clients together.
+    #[arg(long, value_parser = parse_bandwidth)]
+    pub limit_egress: Option<f64>,
+
+    /// Operations limit: requests/s for all clients together.
+    #[arg(long, value_parser = parse_bandwidth)]
+    pub limit_ops: Option<f64>,
+
+    /// gRPC status of a limit rejection: UNAVAILABLE or RESOURCE_EXHAUSTED.
+    #[arg(long, default_value = "UNAVAILABLE", value_parser = parse_limit_status)]
+    pub limit_status: tonic::Code,
+
+    /// grpc-retry-pushback-ms trailer on rejections: none, auto (time until the limit admits the
+    /// request) or a fixed duration.
+    #[arg(long, default_value = "none")]
+    pub limit_pushback: Pushback,
+
+    /// When a rejection comes: early (before the request body is read), after-body, after:DURATION.
+    #[arg(long, default_value = "after-body")]
+    pub limit_reject_timing: RejectTiming,
+
+    /// Burst allowance of each limit, as time at its rate.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub limit_burst: Duration,
 
     /// HTTP listener for /prom, /metrics and /config (the DataNode's HTTP port), or `none`.
     #[arg(long, default_value = "127.0.0.1:9882", value_parser = parse_optional_addr)]
@@ -134,7 +165,14 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     common::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
-fn parse_bandwidth(s: &str) -> Result<f64, String> {
+pub fn parse_limit_status(s: &str) -> Result<tonic::Code, String> {
+    match crate::fault::parse_grpc_code(s) {
+        Some(c @ (tonic::Code::Unavailable | tonic::Code::ResourceExhausted)) => Ok(c),
+        _ => Err(format!("'{s}' is not UNAVAILABLE or RESOURCE_EXHAUSTED")),
+    }
+}
+
+pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
     match common::units::parse_rate(s) {
         Ok(r) if r > 0.0 => Ok(r),
         Ok(_) => Err("must be greater than zero".into()),
@@ -176,6 +214,17 @@ impl Args {
             disk_bandwidth: self.disk_bandwidth,
             disk_latency: self.disk_latency.clone(),
             metrics_listen: self.metrics_listen.0,
+            limit_rates: LimitRates {
+                ingress: self.limit_ingress,
+                egress: self.limit_egress,
+                ops: self.limit_ops,
+            },
+            limit_policy: LimitPolicy {
+                status: self.limit_status,
+                pushback: self.limit_pushback,
+                timing: self.limit_reject_timing,
+                burst: self.limit_burst,
+            },
         })
     }
 }

@@ -13,6 +13,7 @@ use crate::fault::{FaultKind, FaultPlan};
 use crate::metrics::Metrics;
 use crate::payload::PayloadSource;
 use crate::pool::HandlerPool;
+use crate::service_limits::ServiceLimits;
 use arc_swap::ArcSwap;
 use common::proto::{
     ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response,
@@ -51,6 +52,7 @@ pub struct Dispatcher {
     pub pool: HandlerPool,
     pub live: ArcSwap<LiveSettings>,
     disk: DiskModel,
+    pub limits: ServiceLimits,
     pub metrics: Metrics,
 }
 
@@ -60,6 +62,7 @@ impl Dispatcher {
         pool: HandlerPool,
         live: LiveSettings,
         disk: DiskModel,
+        limits: ServiceLimits,
     ) -> Self {
         Self {
             containers,
@@ -67,15 +70,31 @@ impl Dispatcher {
             pool,
             live: ArcSwap::from_pointee(live),
             disk,
+            limits,
             metrics: Metrics::new(),
         }
     }
 
-    /// Handles one request the way the simulated DataNode does, with its pool, delays and faults.
-    pub async fn dispatch(&self, req: Request, rng: &mut SmallRng) -> Outcome {
+    /// Handles one request the way the simulated DataNode does, with its service limits, pool,
+    /// delays and faults. `ops_taken`: the stream's early limit check already charged this request.
+    pub async fn dispatch(&self, req: Request, rng: &mut SmallRng, ops_taken: bool) -> Outcome {
         let arrived = Instant::now();
         let cmd = Type::try_from(req.cmd_type).unwrap_or(Type::ListContainer);
-        self.metrics.request_received(cmd, req.encoded_len());
+        let size = req.encoded_len();
+        self.metrics.request_received(cmd, size);
+        if self.limits.is_limited() {
+            let egress = expected_response_bytes(&req);
+            if let Err(rejection) = self.limits.check(size as u64, egress, ops_taken, arrived) {
+                self.metrics.rejected(rejection.reason.label());
+                if let crate::service_limits::RejectTiming::After(d) = self.limits.policy().timing {
+                    crate::timer::sleep(d).await;
+                }
+                let status = self.limits.status(rejection);
+                let label = format!("GRPC_{}", crate::fault::grpc_code_name(status.code()));
+                self.done(cmd, &label, arrived, 0, 0);
+                return Outcome::Fail(status);
+            }
+        }
         // Draw before waiting, so a stream's draws follow its request order whatever the load.
         let live = self.live.load();
         let delay = live.delays.sample(cmd, rng);
@@ -223,6 +242,17 @@ fn chunk_bytes(resp: &Response) -> u64 {
     };
     resp.read_chunk.as_ref().map_or(0, read)
         + resp.get_small_file.as_ref().map_or(0, |g| read(&g.data))
+}
+
+/// Response data a request asks for, charged to the egress limit before it is served.
+fn expected_response_bytes(req: &Request) -> u64 {
+    let echo = req
+        .echo
+        .as_ref()
+        .and_then(|e| e.payload_size_resp)
+        .unwrap_or(0)
+        .max(0) as u64;
+    echo + req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len)
 }
 
 /// Chunk data bytes a request carries (WriteChunk, PutSmallFile).

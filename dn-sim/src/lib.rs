@@ -29,6 +29,7 @@ pub mod reset;
 pub mod rng;
 pub mod server;
 pub mod service;
+pub mod service_limits;
 pub mod target;
 pub mod timer;
 

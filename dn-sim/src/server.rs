@@ -11,6 +11,7 @@ use crate::pool::HandlerPool;
 use crate::reset::ResetLayer;
 use crate::rng::RngFactory;
 use crate::service::XceiverService;
+use crate::service_limits::{LimitPolicy, LimitRates, ServiceLimits};
 use anyhow::Context;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolServiceServer;
 use futures_util::StreamExt;
@@ -48,6 +49,9 @@ pub struct Config {
     pub disk_latency: Option<DelaySpec>,
     /// Address of the HTTP listener for `/prom`, `/metrics` and `/config`; `None` = none.
     pub metrics_listen: Option<SocketAddr>,
+    /// Service limits (ingress, egress, ops) and how rejections look.
+    pub limit_rates: LimitRates,
+    pub limit_policy: LimitPolicy,
 }
 
 impl Default for Config {
@@ -63,6 +67,8 @@ impl Default for Config {
             disk_bandwidth: None,
             disk_latency: None,
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9882))),
+            limit_rates: LimitRates::default(),
+            limit_policy: LimitPolicy::default(),
         }
     }
 }
@@ -99,6 +105,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         pool,
         config.live.clone(),
         disk,
+        ServiceLimits::new(config.limit_rates, config.limit_policy),
     ));
     let incoming = TcpIncoming::bind(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?

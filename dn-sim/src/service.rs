@@ -42,6 +42,14 @@ impl XceiverClientProtocolService for XceiverService {
         &self,
         request: Request<Streaming<ContainerCommandRequestProto>>,
     ) -> Result<Response<ResponseStream>, Status> {
+        // `early` limit rejections come before the stream's request is read (Trailers-Only).
+        let limits = &self.dispatcher.limits;
+        let early = limits.is_limited()
+            && limits.policy().timing == crate::service_limits::RejectTiming::Early;
+        if early && let Err(rejection) = limits.check_early(std::time::Instant::now()) {
+            self.dispatcher.metrics.rejected(rejection.reason.label());
+            return Err(limits.status(rejection));
+        }
         self.dispatcher.metrics.stream_opened();
         let open = OpenStream(Arc::clone(&self.dispatcher));
         // The response stream pulls the next request only after the previous answer was taken,
@@ -49,14 +57,22 @@ impl XceiverClientProtocolService for XceiverService {
         // An inbound error (e.g. a request that fails the required-field check) is forwarded as
         // the stream's status, as grpc-java does, and ends the stream. Each stream draws its
         // delays and faults from its own seeded generator.
-        let state = (request.into_inner(), open, self.rngs.for_stream(), false);
-        let responses =
-            futures_util::stream::unfold(state, |(mut inbound, open, mut rng, ended)| async move {
+        // With an early check, the stream's first request has been charged its ops token.
+        let state = (
+            request.into_inner(),
+            open,
+            self.rngs.for_stream(),
+            false,
+            early,
+        );
+        let responses = futures_util::stream::unfold(
+            state,
+            |(mut inbound, open, mut rng, ended, charged)| async move {
                 if ended {
                     return None;
                 }
                 let item = match inbound.message().await {
-                    Ok(Some(req)) => match open.0.dispatch(req, &mut rng).await {
+                    Ok(Some(req)) => match open.0.dispatch(req, &mut rng, charged).await {
                         Outcome::Answer(resp) => Ok(resp),
                         Outcome::Fail(status) => Err(status),
                         Outcome::Reset => Err(crate::reset::reset_status()),
@@ -66,8 +82,9 @@ impl XceiverClientProtocolService for XceiverService {
                     Err(status) => Err(status),
                 };
                 let ended = item.is_err();
-                Some((item, (inbound, open, rng, ended)))
-            });
+                Some((item, (inbound, open, rng, ended, false)))
+            },
+        );
         Ok(Response::new(Box::pin(responses)))
     }
 }
