@@ -10,6 +10,10 @@ cargo fmt --all --check
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== Prometheus end to end (installs Debian's prometheus when missing)"
+cargo build -q --locked -p dn-sim -p loadgen
+scripts/test-prometheus.sh
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --locked --no-fail-fast

@@ -4,6 +4,7 @@
 //!
 //! Architecture invariant: this crate performs no I/O, opens no sockets and spawns no tasks.
 
+pub mod checksum;
 pub mod codec;
 pub mod proto;
 pub mod rates;

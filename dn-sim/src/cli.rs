@@ -1,7 +1,13 @@
-//! Command-line flags of the `dn-sim` binary, turned into a [`Config`].
+//! Command-line flags of the `dn-sim` binary, turned into a [`Config`]. Ozone configuration keys
+//! users already know are accepted as `-D key=value`.
 
 use crate::containers::ContainerIds;
+use crate::delay::{DelayModel, DelaySpec};
+use crate::dispatcher::LiveSettings;
+use crate::fault::{FaultPlan, FaultSpec};
 use crate::server::Config;
+use crate::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
+use crate::target::Assignment;
 use clap::Parser;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -21,25 +27,263 @@ pub struct Args {
     #[arg(long, default_value = "1")]
     pub containers: ContainerIds,
 
+    /// Handlers serving requests: the DataNode's gRPC worker pool
+    /// (read.chunk.threads.per.volume × volumes). Default 10.
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub handler_count: Option<u32>,
+
+    /// Bound of the queue of requests waiting for a handler; when full, requests get
+    /// RESOURCE_EXHAUSTED. Default: unbounded, as in the DataNode.
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..))]
+    pub max_queue: Option<u64>,
+
+    /// Data volumes; with -D hdds.datanode.read.chunk.threads.per.volume=N the pool is N × volumes.
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub volumes: u32,
+
+    /// Ozone configuration key (repeatable): hdds.datanode.handler.count,
+    /// hdds.datanode.read.chunk.threads.per.volume, hdds.container.ipc.port.
+    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
+    pub define: Vec<OzoneKey>,
+
+    /// Injected service time, TYPE=SPEC (repeatable). TYPE: a command type (echo, write_chunk, …) or
+    /// all. SPEC: 2ms | uniform:1ms..3ms | normal:mean=2ms,sd=500us | lognormal:p50=1ms,p99=20ms |
+    /// pareto:scale=1ms,shape=1.5 | percentiles:p50=1ms,p90=3ms,p99=12ms,p100=40ms.
+    #[arg(long = "delay", value_name = "TYPE=SPEC")]
+    pub delays: Vec<Assignment<DelaySpec>>,
+
+    /// Injected fault, TYPE=KIND:PROBABILITY (repeatable). KIND: a Result name (IO_EXCEPTION, …),
+    /// grpc:CODE, drop, reset, stall:DURATION.
+    #[arg(long = "fault", value_name = "TYPE=KIND:P")]
+    pub faults: Vec<Assignment<FaultSpec>>,
+
+    /// Seed of all random draws (delays, faults), so runs are repeatable.
+    #[arg(long, default_value_t = 0x0d15_ea5e)]
+    pub seed: u64,
+
+    /// Shared disk bandwidth for chunk data, e.g. 500MiB/s (default: unlimited).
+    #[arg(long, value_parser = parse_bandwidth)]
+    pub disk_bandwidth: Option<f64>,
+
+    /// Per-access latency of the shared disk, a delay SPEC.
+    #[arg(long)]
+    pub disk_latency: Option<DelaySpec>,
+
+    /// Ingress limit: bytes/s of request data for all clients together, e.g. 100MB/s
+    /// (Ozone units: MB = 2^20 bytes). Over it, requests are rejected.
+    #[arg(long, value_parser = parse_bandwidth)]
+    pub limit_ingress: Option<f64>,
+
+    /// Egress limit: bytes/s of response data for all clients together.
+    #[arg(long, value_parser = parse_bandwidth)]
+    pub limit_egress: Option<f64>,
+
+    /// Operations limit: requests/s for all clients together.
+    #[arg(long, value_parser = parse_bandwidth)]
+    pub limit_ops: Option<f64>,
+
+    /// gRPC status of a limit rejection: UNAVAILABLE or RESOURCE_EXHAUSTED.
+    #[arg(long, default_value = "UNAVAILABLE", value_parser = parse_limit_status)]
+    pub limit_status: tonic::Code,
+
+    /// grpc-retry-pushback-ms trailer on rejections: none, auto (time until the limit admits the
+    /// request) or a fixed duration.
+    #[arg(long, default_value = "none")]
+    pub limit_pushback: Pushback,
+
+    /// When a rejection comes: early (before the request body is read), after-body, after:DURATION.
+    #[arg(long, default_value = "after-body")]
+    pub limit_reject_timing: RejectTiming,
+
+    /// Burst allowance of each limit, as time at its rate.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub limit_burst: Duration,
+
+    /// HTTP listener for /prom, /metrics and /config (the DataNode's HTTP port), or `none`.
+    #[arg(long, default_value = "127.0.0.1:9882", value_parser = parse_optional_addr)]
+    pub metrics_listen: OptionalAddr,
+
     /// How long shutdown waits for in-flight requests (e.g. 10s).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
     /// Runtime worker threads (default: one per core).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+}
+
+/// An Ozone configuration key dn-sim understands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OzoneKey {
+    HandlerCount(u32),
+    ReadChunkThreadsPerVolume(u32),
+    IpcPort(u16),
+}
+
+fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}' is not KEY=VALUE"))?;
+    let count = |v: &str| -> Result<u32, String> {
+        match v.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!(
+                "{key} must be a whole number of at least 1, not '{v}'"
+            )),
+        }
+    };
+    match key.trim() {
+        "hdds.datanode.handler.count" => count(value).map(OzoneKey::HandlerCount),
+        "hdds.datanode.read.chunk.threads.per.volume" => {
+            count(value).map(OzoneKey::ReadChunkThreadsPerVolume)
+        }
+        "hdds.container.ipc.port" => value
+            .trim()
+            .parse::<u16>()
+            .map(OzoneKey::IpcPort)
+            .map_err(|_| format!("hdds.container.ipc.port must be a port number, not '{value}'")),
+        other => Err(format!(
+            "unknown key '{other}' (known: hdds.datanode.handler.count, \
+             hdds.datanode.read.chunk.threads.per.volume, hdds.container.ipc.port)"
+        )),
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct OptionalAddr(pub Option<SocketAddr>);
+
+fn parse_optional_addr(s: &str) -> Result<OptionalAddr, String> {
+    if s == "none" {
+        return Ok(OptionalAddr(None));
+    }
+    s.parse()
+        .map(|a| OptionalAddr(Some(a)))
+        .map_err(|_| format!("'{s}' is not HOST:PORT or none"))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     common::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
+pub fn parse_limit_status(s: &str) -> Result<tonic::Code, String> {
+    match crate::fault::parse_grpc_code(s) {
+        Some(c @ (tonic::Code::Unavailable | tonic::Code::ResourceExhausted)) => Ok(c),
+        _ => Err(format!("'{s}' is not UNAVAILABLE or RESOURCE_EXHAUSTED")),
+    }
+}
+
+pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
+    match common::units::parse_rate(s) {
+        Ok(r) if r > 0.0 => Ok(r),
+        Ok(_) => Err("must be greater than zero".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 impl Args {
-    pub fn config(&self) -> Config {
-        Config {
-            listen: self.listen,
+    /// Resolves flags and `-D` keys into a [`Config`]. The pool size comes from, in order:
+    /// `--handler-count`; `-D hdds.datanode.read.chunk.threads.per.volume` × `--volumes` (what
+    /// sizes the DataNode's gRPC path); `-D hdds.datanode.handler.count`; 10.
+    pub fn config(&self) -> Result<Config, String> {
+        let mut listen = self.listen;
+        let (mut per_volume, mut handler_key) = (None, None);
+        for key in &self.define {
+            match key {
+                OzoneKey::HandlerCount(n) => handler_key = Some(*n),
+                OzoneKey::ReadChunkThreadsPerVolume(n) => per_volume = Some(*n),
+                OzoneKey::IpcPort(p) => listen.set_port(*p),
+            }
+        }
+        let handler_count = self
+            .handler_count
+            .or(per_volume.map(|n| n.saturating_mul(self.volumes)))
+            .or(handler_key)
+            .unwrap_or(10) as usize;
+        let delays = DelayModel::from_assignments(self.delays.iter().cloned())
+            .map_err(|e| format!("--delay: {e}"))?;
+        let faults = FaultPlan::from_assignments(self.faults.iter().cloned())
+            .map_err(|e| format!("--fault: {e}"))?;
+        Ok(Config {
+            listen,
             containers: self.containers.clone(),
             shutdown_grace: self.shutdown_grace,
+            handler_count,
+            max_queue: self.max_queue.map(|n| n as usize),
+            live: LiveSettings { delays, faults },
+            seed: self.seed,
+            disk_bandwidth: self.disk_bandwidth,
+            disk_latency: self.disk_latency.clone(),
+            metrics_listen: self.metrics_listen.0,
+            limit_rates: LimitRates {
+                ingress: self.limit_ingress,
+                egress: self.limit_egress,
+                ops: self.limit_ops,
+            },
+            limit_policy: LimitPolicy {
+                status: self.limit_status,
+                pushback: self.limit_pushback,
+                timing: self.limit_reject_timing,
+                burst: self.limit_burst,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> Result<Config, String> {
+        let mut argv = vec!["dn-sim"];
+        argv.extend_from_slice(args);
+        Args::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .config()
+    }
+
+    #[test]
+    fn pool_size_from_flags_and_ozone_keys() {
+        assert_eq!(config(&[]).unwrap().handler_count, 10);
+        assert_eq!(
+            config(&["-D", "hdds.datanode.handler.count=4"])
+                .unwrap()
+                .handler_count,
+            4
+        );
+        let c = config(&[
+            "-D",
+            "hdds.datanode.read.chunk.threads.per.volume=3",
+            "--volumes",
+            "4",
+        ])
+        .unwrap();
+        assert_eq!(c.handler_count, 12);
+        let c = config(&[
+            "--handler-count",
+            "2",
+            "-D",
+            "hdds.datanode.handler.count=4",
+        ])
+        .unwrap();
+        assert_eq!(c.handler_count, 2);
+        let c = config(&["-D", "hdds.container.ipc.port=19859"]).unwrap();
+        assert_eq!(c.listen.port(), 19859);
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_errors() {
+        for bad in [
+            vec!["-D", "hdds.datanode.handler.cont=4"],
+            vec!["-D", "hdds.datanode.handler.count=0"],
+            vec!["-D", "novalue"],
+            vec!["--handler-count", "0"],
+            vec!["--handler-count", "-3"],
+            vec!["--delay", "echo=fast"],
+            vec!["--fault", "echo=drop:2"],
+            vec!["--disk-bandwidth", "0"],
+            vec!["--metrics-listen", "nowhere"],
+        ] {
+            assert!(config(&bad).is_err(), "{bad:?}");
         }
     }
 }

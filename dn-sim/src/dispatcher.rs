@@ -1,32 +1,182 @@
-//! Per-request logic, in the order of Ozone's `HddsDispatcher.dispatchRequest`
+//! Per-request logic. [`Dispatcher::dispatch`] is the simulator around the DataNode: it counts the
+//! request, takes a handler from the pool (waiting in FIFO order), draws the injected delay and
+//! fault, holds the handler through the delay, and records metrics. [`Dispatcher::serve`] is the
+//! DataNode itself, in the order of Ozone's `HddsDispatcher.dispatchRequest`
 //! (shared/ozone/protocol.md §4): look up the container, route by `cmdType`, build the response
 //! envelope. Application errors are normal responses with `result != SUCCESS`; only failures the
 //! real DataNode reports through `onError` become a gRPC status.
 
 use crate::containers::ContainerIds;
+use crate::delay::DelayModel;
+use crate::disk::DiskModel;
+use crate::fault::{FaultKind, FaultPlan};
+use crate::metrics::Metrics;
 use crate::payload::PayloadSource;
+use crate::pool::HandlerPool;
+use crate::service_limits::ServiceLimits;
+use arc_swap::ArcSwap;
 use common::proto::{
     ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response,
     EchoResponseProto, Result as OzoneResult, Type,
 };
-use std::time::Duration;
+use prost::Message;
+use rand::rngs::SmallRng;
+use std::time::{Duration, Instant};
 use tonic::Status;
+
+/// Settings that can change while serving (`PUT /config`). A request reads them once, when it
+/// arrives, so requests already running finish under the settings they started with.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct LiveSettings {
+    pub delays: DelayModel,
+    pub faults: FaultPlan,
+}
+
+/// How a request ends.
+// `Answer` is the common case; boxing it would add an allocation to every request.
+#[allow(clippy::large_enum_variant)]
+pub enum Outcome {
+    /// A normal answer (any `result`).
+    Answer(Response),
+    /// The call fails with this status (and the stream ends).
+    Fail(Status),
+    /// No answer, ever: the client's deadline fires.
+    Drop,
+    /// The stream is reset (RST_STREAM).
+    Reset,
+}
 
 pub struct Dispatcher {
     containers: ContainerIds,
     payloads: PayloadSource,
+    pub pool: HandlerPool,
+    pub live: ArcSwap<LiveSettings>,
+    disk: DiskModel,
+    pub limits: ServiceLimits,
+    pub metrics: Metrics,
 }
 
 impl Dispatcher {
-    pub fn new(containers: ContainerIds) -> Self {
+    pub fn new(
+        containers: ContainerIds,
+        pool: HandlerPool,
+        live: LiveSettings,
+        disk: DiskModel,
+        limits: ServiceLimits,
+    ) -> Self {
         Self {
             containers,
             payloads: PayloadSource::new(),
+            pool,
+            live: ArcSwap::from_pointee(live),
+            disk,
+            limits,
+            metrics: Metrics::new(),
         }
     }
 
-    /// Serves one request. `Err` is a gRPC status that fails the whole stream.
-    pub async fn dispatch(&self, mut req: Request) -> Result<Response, Status> {
+    /// Handles one request the way the simulated DataNode does, with its service limits, pool,
+    /// delays and faults. `ops_taken`: the stream's early limit check already charged this request.
+    pub async fn dispatch(&self, req: Request, rng: &mut SmallRng, ops_taken: bool) -> Outcome {
+        let arrived = Instant::now();
+        let cmd = Type::try_from(req.cmd_type).unwrap_or(Type::ListContainer);
+        let size = req.encoded_len();
+        self.metrics.request_received(cmd, size);
+        if self.limits.is_limited() {
+            let egress = expected_response_bytes(&req);
+            if let Err(rejection) = self.limits.check(size as u64, egress, ops_taken, arrived) {
+                self.metrics.rejected(rejection.reason.label());
+                if let crate::service_limits::RejectTiming::After(d) = self.limits.policy().timing {
+                    crate::timer::sleep(d).await;
+                }
+                let status = self.limits.status(rejection);
+                let label = format!("GRPC_{}", crate::fault::grpc_code_name(status.code()));
+                self.done(cmd, &label, arrived, 0, 0);
+                return Outcome::Fail(status);
+            }
+        }
+        // Draw before waiting, so a stream's draws follow its request order whatever the load.
+        let live = self.live.load();
+        let delay = live.delays.sample(cmd, rng);
+        let fault = live.faults.draw(cmd, rng).cloned();
+        drop(live);
+
+        let handler = match self.pool.acquire().await {
+            Ok(handler) => handler,
+            Err(full) => {
+                self.metrics.rejected("queue_full");
+                self.done(cmd, "GRPC_RESOURCE_EXHAUSTED", arrived, 0, 0);
+                return Outcome::Fail(Status::resource_exhausted(format!(
+                    "dn-sim handler queue is full ({} requests waiting, --max-queue)",
+                    full.bound
+                )));
+            }
+        };
+        self.metrics.queue_wait(arrived.elapsed());
+        crate::timer::sleep(delay).await;
+        if let Some(kind) = &fault {
+            self.metrics.fault_injected(&kind.kind_label());
+        }
+        let container_id = req.container_id;
+        let outcome = match fault {
+            Some(FaultKind::Result(result)) => {
+                let mut req = req;
+                let message = crate::fault::result_message(result, container_id);
+                Outcome::Answer(error(&mut req, result, message))
+            }
+            Some(FaultKind::Grpc(code)) => {
+                Outcome::Fail(Status::new(code, crate::fault::grpc_message(code)))
+            }
+            Some(FaultKind::Drop) => Outcome::Drop,
+            Some(FaultKind::Reset) => Outcome::Reset,
+            Some(FaultKind::Stall(stall)) => {
+                crate::timer::sleep(stall).await;
+                self.serve_timed(req, rng).await
+            }
+            None => self.serve_timed(req, rng).await,
+        };
+        // The handler is free once the answer exists; a dropped request does not hold it.
+        drop(handler);
+        let (label, data, size) = match &outcome {
+            Outcome::Answer(resp) => {
+                let label =
+                    OzoneResult::try_from(resp.result).map_or("UNKNOWN", |r| r.as_str_name());
+                (label.to_string(), chunk_bytes(resp), resp.encoded_len())
+            }
+            Outcome::Fail(status) => {
+                let code = crate::fault::grpc_code_name(status.code());
+                (format!("GRPC_{code}"), 0, 0)
+            }
+            Outcome::Drop => ("DROPPED".to_string(), 0, 0),
+            Outcome::Reset => ("RESET".to_string(), 0, 0),
+        };
+        self.done(cmd, &label, arrived, data, size);
+        outcome
+    }
+
+    fn done(&self, cmd: Type, result: &str, arrived: Instant, data: u64, size: usize) {
+        self.metrics
+            .request_done(cmd, result, arrived.elapsed(), data, size);
+    }
+
+    /// The DataNode's own work plus the shared disk's time for the chunk data it moved.
+    async fn serve_timed(&self, req: Request, rng: &mut SmallRng) -> Outcome {
+        let written = request_chunk_bytes(&req);
+        match self.serve(req).await {
+            Ok(resp) => {
+                let moved = written + chunk_bytes(&resp);
+                if moved > 0 && self.disk.is_enabled() {
+                    let wait = self.disk.reserve(moved, Instant::now(), rng);
+                    crate::timer::sleep(wait).await;
+                }
+                Outcome::Answer(resp)
+            }
+            Err(status) => Outcome::Fail(status),
+        }
+    }
+
+    /// Serves one request as the DataNode does. `Err` is a gRPC status that fails the stream.
+    pub async fn serve(&self, mut req: Request) -> Result<Response, Status> {
         let Ok(cmd) = Type::try_from(req.cmd_type) else {
             // The codec rejects unknown required enum values before this point; kept for safety.
             return Ok(error(
@@ -71,7 +221,8 @@ impl Dispatcher {
             )));
         }
         if let Some(ms) = echo.sleep_time_ms.filter(|&ms| ms > 0) {
-            tokio::time::sleep(Duration::from_millis(ms as u64)).await;
+            // The DataNode sleeps on its worker thread: the handler stays busy.
+            crate::timer::sleep(Duration::from_millis(ms as u64)).await;
         }
         let mut resp = envelope(&mut req, OzoneResult::Success);
         resp.echo = Some(EchoResponseProto {
@@ -79,6 +230,43 @@ impl Dispatcher {
         });
         Ok(resp)
     }
+}
+
+/// Chunk data bytes an answer carries (ReadChunk, GetSmallFile), for metrics and the disk model.
+fn chunk_bytes(resp: &Response) -> u64 {
+    use common::proto::read_chunk_response_proto::ResponseData;
+    let read = |r: &common::proto::ReadChunkResponseProto| match &r.response_data {
+        Some(ResponseData::Data(d)) => d.len() as u64,
+        Some(ResponseData::DataBuffers(b)) => b.buffers.iter().map(|x| x.len() as u64).sum(),
+        None => 0,
+    };
+    resp.read_chunk.as_ref().map_or(0, read)
+        + resp.get_small_file.as_ref().map_or(0, |g| read(&g.data))
+}
+
+/// Response data a request asks for, charged to the egress limit before it is served.
+fn expected_response_bytes(req: &Request) -> u64 {
+    let echo = req
+        .echo
+        .as_ref()
+        .and_then(|e| e.payload_size_resp)
+        .unwrap_or(0)
+        .max(0) as u64;
+    echo + req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len)
+}
+
+/// Chunk data bytes a request carries (WriteChunk, PutSmallFile).
+fn request_chunk_bytes(req: &Request) -> u64 {
+    let write = req
+        .write_chunk
+        .as_ref()
+        .and_then(|w| w.data.as_ref())
+        .map_or(0, |d| d.len() as u64);
+    write
+        + req
+            .put_small_file
+            .as_ref()
+            .map_or(0, |p| p.data.len() as u64)
 }
 
 /// The response envelope every answer shares: `cmdType` and `traceID` ("" when absent) copied,

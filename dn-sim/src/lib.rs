@@ -14,6 +14,7 @@
 //! - [`rng`]: seeded per-stream random number generators (`--seed`);
 //! - [`target`]: the `TYPE=` part shared by `--delay` and `--fault`.
 
+pub mod admin;
 pub mod cli;
 pub mod containers;
 pub mod delay;
@@ -21,10 +22,15 @@ pub mod disk;
 pub mod dispatcher;
 pub mod fault;
 pub mod limits;
+pub mod metrics;
 pub mod payload;
+pub mod pool;
+pub mod reset;
 pub mod rng;
 pub mod server;
 pub mod service;
+pub mod service_limits;
 pub mod target;
+pub mod timer;
 
 pub use server::{Config, EmbeddedServer, RunningServer, run_until_signal, start};

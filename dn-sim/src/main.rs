@@ -23,9 +23,16 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    let config = match args.config() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("dn-sim: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {
-        builder.worker_threads(n.max(1));
+        builder.worker_threads(n as usize);
     }
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
@@ -34,7 +41,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dn_sim::run_until_signal(args.config())) {
+    match runtime.block_on(dn_sim::run_until_signal(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("dn-sim: {e:#}");

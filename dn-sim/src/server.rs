@@ -1,17 +1,30 @@
 //! Binding, serving and stopping dn-sim: in the `dn-sim` binary, inside tests, and embedded in
 //! loadgen on a runtime of its own.
 
+use crate::admin::{self, StaticInfo};
 use crate::containers::ContainerIds;
-use crate::dispatcher::Dispatcher;
+use crate::delay::DelaySpec;
+use crate::disk::DiskModel;
+use crate::dispatcher::{Dispatcher, LiveSettings};
+use crate::metrics::Metrics;
+use crate::pool::HandlerPool;
+use crate::reset::ResetLayer;
+use crate::rng::RngFactory;
 use crate::service::XceiverService;
+use crate::service_limits::{LimitPolicy, LimitRates, ServiceLimits};
 use anyhow::Context;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolServiceServer;
+use futures_util::StreamExt;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
+use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
 
 /// Everything dn-sim needs to run, already validated.
 #[derive(Clone, Debug)]
@@ -22,6 +35,23 @@ pub struct Config {
     pub containers: ContainerIds,
     /// How long a shutdown waits for in-flight requests and open streams.
     pub shutdown_grace: Duration,
+    /// Handlers serving requests (the DataNode's gRPC worker pool).
+    pub handler_count: usize,
+    /// Bound of the queue of requests waiting for a handler; `None` = unbounded, as in the DataNode.
+    pub max_queue: Option<usize>,
+    /// Delays and faults (changeable at run time).
+    pub live: LiveSettings,
+    /// Seed of every random draw (delays, faults, disk latency).
+    pub seed: u64,
+    /// Shared device bandwidth for chunk data, bytes per second.
+    pub disk_bandwidth: Option<f64>,
+    /// Per-access latency of the shared device.
+    pub disk_latency: Option<DelaySpec>,
+    /// Address of the HTTP listener for `/prom`, `/metrics` and `/config`; `None` = none.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Service limits (ingress, egress, ops) and how rejections look.
+    pub limit_rates: LimitRates,
+    pub limit_policy: LimitPolicy,
 }
 
 impl Default for Config {
@@ -30,15 +60,25 @@ impl Default for Config {
             listen: SocketAddr::from(([0, 0, 0, 0], common::DEFAULT_PORT)),
             containers: ContainerIds::single(1),
             shutdown_grace: Duration::from_secs(10),
+            handler_count: 10,
+            max_queue: None,
+            live: LiveSettings::default(),
+            seed: 0x0d15_ea5e,
+            disk_bandwidth: None,
+            disk_latency: None,
+            metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9882))),
+            limit_rates: LimitRates::default(),
+            limit_policy: LimitPolicy::default(),
         }
     }
 }
 
 impl Config {
-    /// A config for tests and embedding: loopback, a free port.
+    /// A config for tests and embedding: loopback, a free port, no HTTP listener.
     pub fn loopback() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_listen: None,
             ..Self::default()
         }
     }
@@ -47,35 +87,92 @@ impl Config {
 /// A server serving on the current tokio runtime.
 pub struct RunningServer {
     local_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    dispatcher: Arc<Dispatcher>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    background: Vec<tokio::task::JoinHandle<()>>,
     grace: Duration,
 }
 
-/// Binds `config.listen` and starts serving on the current runtime.
+/// Binds `config.listen` (and `config.metrics_listen`) and starts serving on the current runtime.
 pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
+    let disk = DiskModel::new(config.disk_bandwidth, config.disk_latency.clone())
+        .context("--disk-bandwidth")?;
+    let pool = HandlerPool::new(config.handler_count, config.max_queue);
+    let dispatcher = Arc::new(Dispatcher::new(
+        config.containers.clone(),
+        pool,
+        config.live.clone(),
+        disk,
+        ServiceLimits::new(config.limit_rates, config.limit_policy),
+    ));
     let incoming = TcpIncoming::bind(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?
         // TCP_NODELAY must be set here: tonic ignores Server::tcp_nodelay with serve_with_incoming,
         // and without it small answers stall ~40 ms on delayed ACKs.
         .with_nodelay(Some(true));
     let local_addr = incoming.local_addr()?;
-    let dispatcher = Arc::new(Dispatcher::new(config.containers.clone()));
-    let service = XceiverClientProtocolServiceServer::new(XceiverService::new(dispatcher))
-        .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
-        .max_encoding_message_size(common::MAX_MESSAGE_SIZE);
+    let counted = {
+        let d = Arc::clone(&dispatcher);
+        incoming.map(move |io| io.map(|stream| CountedConnection::new(stream, Arc::clone(&d))))
+    };
+
+    let mut background = Vec::new();
+    let metrics_addr = match config.metrics_listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (--metrics-listen)"))?;
+            let bound = listener.local_addr()?;
+            let info = StaticInfo {
+                listen: local_addr.to_string(),
+                containers: config.containers.to_string(),
+                seed: config.seed,
+            };
+            let app = admin::router(Arc::clone(&dispatcher), info);
+            background.push(tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::error!("metrics listener failed: {e}");
+                }
+            }));
+            Some(bound)
+        }
+        None => None,
+    };
+    // Histogram samples are folded into buckets every few seconds, so memory stays bounded
+    // however rarely Prometheus scrapes.
+    let d = Arc::clone(&dispatcher);
+    background.push(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            d.metrics.upkeep();
+        }
+    }));
+
+    let service = XceiverClientProtocolServiceServer::new(XceiverService::new(
+        Arc::clone(&dispatcher),
+        RngFactory::new(config.seed),
+    ))
+    .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
+    .max_encoding_message_size(common::MAX_MESSAGE_SIZE);
     let (tx, rx) = oneshot::channel::<()>();
     let router = Server::builder()
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(32 << 20))
+        .layer(ResetLayer)
         .add_service(service);
-    let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
+    let task = tokio::spawn(router.serve_with_incoming_shutdown(counted, async {
         let _ = rx.await;
     }));
     Ok(RunningServer {
         local_addr,
+        metrics_addr,
+        dispatcher,
         shutdown: Some(tx),
         task,
+        background,
         grace: config.shutdown_grace,
     })
 }
@@ -85,19 +182,101 @@ impl RunningServer {
         self.local_addr
     }
 
+    /// Where `/prom`, `/metrics` and `/config` are served, if anywhere.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.dispatcher.metrics
+    }
+
+    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
+        &self.dispatcher
+    }
+
     /// Stops accepting, lets in-flight requests finish for up to the grace period, then stops.
     /// Returns whether everything finished within the grace period.
     pub async fn shutdown(mut self) -> bool {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
-        match tokio::time::timeout(self.grace, &mut self.task).await {
+        let finished = match tokio::time::timeout(self.grace, &mut self.task).await {
             Ok(_) => true,
             Err(_) => {
                 self.task.abort();
                 false
             }
+        };
+        for task in &self.background {
+            task.abort();
         }
+        finished
+    }
+}
+
+/// A client connection, counted in `dn_sim_connections_open` while it lives.
+struct CountedConnection {
+    stream: TcpStream,
+    dispatcher: Arc<Dispatcher>,
+}
+
+impl CountedConnection {
+    fn new(stream: TcpStream, dispatcher: Arc<Dispatcher>) -> Self {
+        dispatcher.metrics.connection_opened();
+        Self { stream, dispatcher }
+    }
+}
+
+impl Drop for CountedConnection {
+    fn drop(&mut self) {
+        self.dispatcher.metrics.connection_closed();
+    }
+}
+
+impl Connected for CountedConnection {
+    type ConnectInfo = TcpConnectInfo;
+    fn connect_info(&self) -> TcpConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+impl AsyncRead for CountedConnection {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for CountedConnection {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
     }
 }
 
@@ -152,8 +331,14 @@ impl Drop for EmbeddedServer {
 
 /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
 pub async fn run_until_signal(config: Config) -> anyhow::Result<()> {
+    let handlers = config.handler_count;
     let server = start(config).await?;
-    tracing::info!(addr = %server.local_addr(), "dn-sim serving XceiverClientProtocolService");
+    tracing::info!(
+        addr = %server.local_addr(),
+        metrics = ?server.metrics_addr(),
+        handlers,
+        "dn-sim serving XceiverClientProtocolService"
+    );
     wait_for_signal().await;
     tracing::info!("shutting down: no new connections, finishing in-flight requests");
     if !server.shutdown().await {

@@ -1,0 +1,212 @@
+//! CRC32 and CRC32C throughput of `common::checksum`, for comparison with Java 17's
+//! `java.util.zip.CRC32`/`CRC32C` (scripts/java/ChecksumBench.java; scripts/bench-checksum.sh runs
+//! both and prints a table).
+//!
+//! Both sides compute the same thing: one checksum per 16 KiB window over a 4 MiB buffer (Ozone's
+//! default `ozone.client.bytes.per.checksum` and chunk size), repeated for about 1.5 s per
+//! algorithm. The buffer holds the same pseudo-random bytes on both sides, so the printed checksum
+//! of the last window must agree.
+//!
+//! ```text
+//! cargo run --release -p common --example checksum_bench -- [--seconds 1.5] [--buffer-mib 4 | --buffer-kib 4096] [--window-kib 16]
+//! ```
+//!
+//! Two Rust figures per algorithm: `common` is `Checksum::compute` (builds the whole
+//! `ChecksumData`, as a client does per chunk); `crate` is the bare per-window call of crc32fast or
+//! crc32c, for seeing the overhead of the former. GB/s means 10^9 bytes per second; each figure is
+//! given per wall-clock second and per second of the measuring thread's CPU time (the latter is
+//! steadier on a machine shared with other work).
+
+use common::checksum::Checksum;
+use common::proto::ChecksumType;
+use std::hint::black_box;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+struct Args {
+    seconds: f64,
+    buffer: usize,
+    window: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        seconds: 1.5,
+        buffer: 4 << 20,
+        window: 16 << 10,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--seconds" => {
+                args.seconds = value()?.parse().map_err(|e| format!("--seconds: {e}"))?
+            }
+            "--buffer-mib" => {
+                args.buffer = value()?
+                    .parse::<usize>()
+                    .map_err(|e| format!("--buffer-mib: {e}"))?
+                    << 20
+            }
+            "--buffer-kib" => {
+                args.buffer = value()?
+                    .parse::<usize>()
+                    .map_err(|e| format!("--buffer-kib: {e}"))?
+                    << 10
+            }
+            "--window-kib" => {
+                args.window = value()?
+                    .parse::<usize>()
+                    .map_err(|e| format!("--window-kib: {e}"))?
+                    << 10
+            }
+            "-h" | "--help" => {
+                return Err(
+                    "usage: checksum_bench [--seconds S] [--buffer-mib N | --buffer-kib N] [--window-kib K]".into(),
+                );
+            }
+            other => return Err(format!("unknown argument {other} (try --help)")),
+        }
+    }
+    let seconds_ok = Duration::try_from_secs_f64(args.seconds).is_ok_and(|d| !d.is_zero());
+    if !seconds_ok || args.buffer == 0 || args.window == 0 {
+        return Err("--seconds, the buffer size and --window-kib must be positive".into());
+    }
+    if u32::try_from(args.window).is_err() {
+        return Err("--window-kib is too large".into());
+    }
+    Ok(args)
+}
+
+/// The same generator as ChecksumBench.java: a 64-bit LCG (Knuth's MMIX constants), one byte per
+/// step from the top 8 bits.
+fn fill(buf: &mut [u8]) {
+    let mut x: u64 = 0x0123_4567_89ab_cdef;
+    for b in buf {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        *b = (x >> 56) as u8;
+    }
+}
+
+struct Measurement {
+    /// Bytes per wall-clock second, in 10^9.
+    gbps: f64,
+    /// Bytes per second of this thread's CPU time, in 10^9 (less sensitive to other load on the
+    /// machine); `None` where the kernel does not report it.
+    cpu_gbps: Option<f64>,
+    bytes: u64,
+    secs: f64,
+    last: u32,
+}
+
+/// CPU time this thread has run, in nanoseconds (Linux: first field of
+/// `/proc/thread-self/schedstat`). Java's side uses `ThreadMXBean.getCurrentThreadCpuTime`.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Runs `pass` (one pass over the buffer, returning the last window's CRC) until `seconds` have
+/// passed.
+fn measure(buffer_len: usize, seconds: f64, mut pass: impl FnMut() -> u32) -> Measurement {
+    let budget = Duration::from_secs_f64(seconds);
+    // Short warm-up: page in the buffer, let the clock settle.
+    let warm = Instant::now();
+    while warm.elapsed() < budget / 10 {
+        black_box(pass());
+    }
+    let cpu_start = thread_cpu_ns();
+    let start = Instant::now();
+    let mut passes = 1u64;
+    let mut last = black_box(pass());
+    while start.elapsed() < budget {
+        last = black_box(pass());
+        passes += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu_secs = match (cpu_start, thread_cpu_ns()) {
+        (Some(a), Some(b)) if b > a => Some((b - a) as f64 / 1e9),
+        _ => None,
+    };
+    let bytes = passes * buffer_len as u64;
+    Measurement {
+        gbps: bytes as f64 / secs / 1e9,
+        cpu_gbps: cpu_secs.map(|c| bytes as f64 / c / 1e9),
+        bytes,
+        secs,
+        last,
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut buf = vec![0u8; args.buffer];
+    fill(&mut buf);
+    let windows = args.buffer.div_ceil(args.window);
+    println!(
+        "Rust checksum throughput: {} windows of {} bytes over a {}-byte buffer, ~{} s per figure; \
+         GB/s = 10^9 bytes/s",
+        windows, args.window, args.buffer, args.seconds
+    );
+
+    for (name, kind) in [
+        ("CRC32", ChecksumType::Crc32),
+        ("CRC32C", ChecksumType::Crc32c),
+    ] {
+        let checksum = Checksum::new(kind, args.window as u32).expect("window checked above");
+        let common = measure(args.buffer, args.seconds, || {
+            let cd = checksum.compute(black_box(&buf));
+            let last = cd.checksums.last().expect("buffer is not empty");
+            u32::from_be_bytes(last[..4].try_into().expect("CRCs are 4 bytes"))
+        });
+        let raw = measure(args.buffer, args.seconds, || {
+            let mut last = 0;
+            for w in black_box(&buf).chunks(args.window) {
+                last = black_box(match kind {
+                    ChecksumType::Crc32 => crc32fast::hash(w),
+                    _ => crc32c::crc32c(w),
+                });
+            }
+            last
+        });
+        assert_eq!(common.last, raw.last, "{name}: common and crate disagree");
+        let crate_name = if kind == ChecksumType::Crc32 {
+            "crc32fast"
+        } else {
+            "crc32c"
+        };
+        for (what, m) in [("common", &common), (crate_name, &raw)] {
+            println!(
+                "{name:<7} {what:<10} {:>7.2} GB/s wall, {:>7} GB/s per CPU-second   \
+                 last window checksum 0x{:08x}",
+                m.gbps,
+                m.cpu_gbps.map_or("n/a".to_string(), |g| format!("{g:.2}")),
+                m.last
+            );
+        }
+        for (impl_name, m) in [("rust-common", &common), ("rust-crate", &raw)] {
+            println!(
+                "RESULT impl={impl_name} algo={name} gbps={:.3} cpu_gbps={} last=0x{:08x} \
+                 bytes={} secs={:.3}",
+                m.gbps,
+                m.cpu_gbps.map_or("n/a".to_string(), |g| format!("{g:.3}")),
+                m.last,
+                m.bytes,
+                m.secs
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}

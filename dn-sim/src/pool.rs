@@ -1,0 +1,163 @@
+//! The handler pool: the DataNode's fixed `ThreadPoolExecutor(poolSize, poolSize, unbounded
+//! queue)` on the gRPC path (shared/ozone/protocol.md §3). A request holds one handler from
+//! dispatch until its response is produced, injected delays and echo sleeps included; the rest
+//! wait in FIFO order (tokio's semaphore is fair). The queue is unbounded as in the DataNode unless
+//! `--max-queue` bounds it; then a request that finds it full is rejected.
+//!
+//! The pool can be resized while serving: growing adds handlers at once; shrinking retires idle
+//! handlers at once and busy ones as they finish, so running requests complete undisturbed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
+
+/// The queue was full (`--max-queue`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFull {
+    pub bound: usize,
+}
+
+pub struct HandlerPool {
+    permits: Arc<Semaphore>,
+    size: AtomicUsize,
+    waiting: AtomicUsize,
+    /// `usize::MAX` = unbounded.
+    max_queue: AtomicUsize,
+    /// Serializes resizes; never taken by requests.
+    resize: Mutex<()>,
+}
+
+/// A busy handler; dropping it frees the handler.
+pub struct Handler {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl HandlerPool {
+    pub fn new(size: usize, max_queue: Option<usize>) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(size)),
+            size: AtomicUsize::new(size),
+            waiting: AtomicUsize::new(0),
+            max_queue: AtomicUsize::new(max_queue.unwrap_or(usize::MAX)),
+            resize: Mutex::new(()),
+        }
+    }
+
+    /// Waits for a free handler, in arrival order.
+    pub async fn acquire(&self) -> Result<Handler, QueueFull> {
+        if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+            return Ok(Handler { _permit: permit });
+        }
+        let bound = self.max_queue.load(Relaxed);
+        // Reserve a queue slot; give it back if the queue is full.
+        let queued = self.waiting.fetch_add(1, Relaxed);
+        if queued >= bound {
+            self.waiting.fetch_sub(1, Relaxed);
+            return Err(QueueFull { bound });
+        }
+        let _slot = QueueSlot(&self.waiting);
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .expect("the pool's semaphore is never closed");
+        Ok(Handler { _permit: permit })
+    }
+
+    /// Configured number of handlers.
+    pub fn size(&self) -> usize {
+        self.size.load(Relaxed)
+    }
+
+    /// Handlers serving a request now.
+    pub fn busy(&self) -> usize {
+        self.size().saturating_sub(self.permits.available_permits())
+    }
+
+    /// Requests waiting for a handler.
+    pub fn queued(&self) -> usize {
+        self.waiting.load(Relaxed)
+    }
+
+    pub fn max_queue(&self) -> Option<usize> {
+        match self.max_queue.load(Relaxed) {
+            usize::MAX => None,
+            n => Some(n),
+        }
+    }
+
+    pub fn set_max_queue(&self, bound: Option<usize>) {
+        self.max_queue.store(bound.unwrap_or(usize::MAX), Relaxed);
+    }
+
+    /// Changes the number of handlers. Shrinking takes idle handlers away at once and busy ones
+    /// when their requests finish (after requests queued before the resize).
+    pub async fn resize(&self, new_size: usize) {
+        let _guard = self.resize.lock().await;
+        let old = self.size.swap(new_size, Relaxed);
+        if new_size > old {
+            self.permits.add_permits(new_size - old);
+        } else if new_size < old {
+            let excess = old - new_size;
+            let retired = self.permits.forget_permits(excess);
+            let remaining = excess - retired;
+            if remaining > 0 {
+                let permits = Arc::clone(&self.permits);
+                tokio::spawn(async move {
+                    if let Ok(p) = permits.acquire_many_owned(remaining as u32).await {
+                        p.forget();
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Gives a queue slot back when the waiting request gets a handler or is cancelled.
+struct QueueSlot<'a>(&'a AtomicUsize);
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn bounded_queue_rejects_when_full() {
+        let pool = Arc::new(HandlerPool::new(1, Some(1)));
+        let busy = pool.acquire().await.unwrap();
+        let p = Arc::clone(&pool);
+        let waiter = tokio::spawn(async move { p.acquire().await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(pool.queued(), 1);
+        assert_eq!(pool.acquire().await.err(), Some(QueueFull { bound: 1 }));
+        drop(busy);
+        assert!(waiter.await.unwrap().is_ok());
+        assert_eq!(pool.queued(), 0);
+    }
+
+    #[tokio::test]
+    async fn resize_grows_at_once_and_shrinks_as_handlers_free() {
+        let pool = HandlerPool::new(2, None);
+        let a = pool.acquire().await.unwrap();
+        let b = pool.acquire().await.unwrap();
+        assert_eq!(pool.busy(), 2);
+        pool.resize(4).await;
+        let c = pool.acquire().await.unwrap();
+        assert_eq!((pool.size(), pool.busy()), (4, 3));
+        pool.resize(1).await; // one idle handler retires now, two more as they free up
+        drop((a, b, c));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let _d = pool.acquire().await.unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), pool.acquire())
+                .await
+                .is_err()
+        );
+        assert_eq!(pool.size(), 1);
+    }
+}

@@ -1,0 +1,115 @@
+// CRC32 and CRC32C throughput of Java 17's java.util.zip.CRC32 / CRC32C, the classes Ozone's
+// Checksum.java uses, for comparison with common/examples/checksum_bench.rs
+// (scripts/bench-checksum.sh runs both and prints a table).
+//
+// Same work as the Rust side: one checksum per 16 KiB window over a 4 MiB buffer, repeated for about
+// 1.5 s per algorithm after a 2 s JIT warm-up. The buffer holds the same pseudo-random bytes as on
+// the Rust side, so the printed checksum of the last window must agree. GB/s = 10^9 bytes/s, given
+// per wall-clock second and per second of the measuring thread's CPU time (steadier on a busy machine).
+//
+// Run without a compile step (Java 11+ source launcher):
+//   java scripts/java/ChecksumBench.java [--seconds 1.5] [--warmup 2] [--buffer-mib 4 | --buffer-kib 4096] [--window-kib 16]
+
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.util.function.Supplier;
+import java.util.zip.CRC32;
+import java.util.zip.CRC32C;
+import java.util.zip.Checksum;
+
+public class ChecksumBench {
+    static double seconds = 1.5;
+    static double warmupSeconds = 2.0;
+    static int bufferBytes = 4 << 20;
+    static int windowBytes = 16 << 10;
+
+    /** Defeats dead-code elimination. */
+    static volatile int sink;
+
+    public static void main(String[] args) {
+        for (int i = 0; i < args.length; i++) {
+            String flag = args[i];
+            if (i + 1 >= args.length) {
+                usage(flag + " needs a value");
+            }
+            String value = args[++i];
+            switch (flag) {
+                case "--seconds": seconds = Double.parseDouble(value); break;
+                case "--warmup": warmupSeconds = Double.parseDouble(value); break;
+                case "--buffer-mib": bufferBytes = Integer.parseInt(value) << 20; break;
+                case "--buffer-kib": bufferBytes = Integer.parseInt(value) << 10; break;
+                case "--window-kib": windowBytes = Integer.parseInt(value) << 10; break;
+                default: usage("unknown argument " + flag);
+            }
+        }
+        if (!(seconds > 0) || warmupSeconds < 0 || bufferBytes <= 0 || windowBytes <= 0) {
+            usage("--seconds, the buffer size and --window-kib must be positive");
+        }
+        byte[] buf = new byte[bufferBytes];
+        fill(buf);
+        int windows = (bufferBytes + windowBytes - 1) / windowBytes;
+        System.out.printf("Java %s checksum throughput: %d windows of %d bytes over a %d-byte buffer, "
+                + "~%s s per figure after %s s warm-up; GB/s = 10^9 bytes/s%n",
+                System.getProperty("java.version"), windows, windowBytes, bufferBytes, seconds,
+                warmupSeconds);
+        run("CRC32", CRC32::new, buf, windows);
+        run("CRC32C", CRC32C::new, buf, windows);
+    }
+
+    static void usage(String message) {
+        System.err.println(message);
+        System.err.println("usage: java ChecksumBench.java [--seconds S] [--warmup S] [--buffer-mib N | --buffer-kib N] [--window-kib K]");
+        System.exit(2);
+    }
+
+    /** Same generator as checksum_bench.rs: 64-bit LCG, one byte per step from the top 8 bits. */
+    static void fill(byte[] buf) {
+        long x = 0x0123456789abcdefL;
+        for (int i = 0; i < buf.length; i++) {
+            x = x * 6364136223846793005L + 1442695040888963407L;
+            buf[i] = (byte) (x >>> 56);
+        }
+    }
+
+    /** One pass: one checksum per window, as Ozone's Checksum.computeChecksum does; returns the last. */
+    static int pass(Checksum crc, byte[] buf, int[] out) {
+        int w = 0;
+        for (int off = 0; off < buf.length; off += windowBytes) {
+            int len = Math.min(windowBytes, buf.length - off);
+            crc.reset();
+            crc.update(buf, off, len);
+            out[w++] = (int) crc.getValue();
+        }
+        return out[w - 1];
+    }
+
+    static void run(String name, Supplier<Checksum> factory, byte[] buf, int windows) {
+        Checksum crc = factory.get();
+        int[] out = new int[windows];
+        long warmEnd = System.nanoTime() + (long) (warmupSeconds * 1e9);
+        while (System.nanoTime() < warmEnd) {
+            sink = pass(crc, buf, out);
+        }
+        ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+        boolean cpuTime = threads.isCurrentThreadCpuTimeSupported();
+        long budget = (long) (seconds * 1e9);
+        long cpuStart = cpuTime ? threads.getCurrentThreadCpuTime() : 0;
+        long start = System.nanoTime();
+        long passes = 1;
+        int last = pass(crc, buf, out);
+        while (System.nanoTime() - start < budget) {
+            last = pass(crc, buf, out);
+            passes++;
+        }
+        double secs = (System.nanoTime() - start) / 1e9;
+        double cpuSecs = cpuTime ? (threads.getCurrentThreadCpuTime() - cpuStart) / 1e9 : 0;
+        sink = last;
+        long bytes = passes * (long) buf.length;
+        double gbps = bytes / secs / 1e9;
+        String cpuGbps = cpuSecs > 0 ? String.format("%.3f", bytes / cpuSecs / 1e9) : "n/a";
+        System.out.printf("%-7s %-10s %7.2f GB/s wall, %7s GB/s per CPU-second   last window checksum 0x%08x%n",
+                name, "java.util", gbps, cpuSecs > 0 ? String.format("%.2f", bytes / cpuSecs / 1e9) : "n/a", last);
+        System.out.printf("RESULT impl=java algo=%s gbps=%.3f cpu_gbps=%s last=0x%08x bytes=%d secs=%.3f%n",
+                name, gbps, cpuGbps, last, bytes, secs);
+    }
+}
