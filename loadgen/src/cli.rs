@@ -98,11 +98,11 @@ pub struct CommonArgs {
     pub threads: u32,
 
     /// Run for this long instead of a number of requests (e.g. 30s, 5m, 1h, 7d).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
     /// Run this long before measuring; nothing sent during it counts in any statistic.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_duration)]
     pub warmup: Option<Duration>,
 
     /// Open loop: send R requests per second in total, whatever the answers do. Latency is

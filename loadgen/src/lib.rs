@@ -156,18 +156,23 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
     }
     let output = open_output(&config.report)?;
     // The embedded dn-sim runs on threads of its own; it stops when `_embedded` is dropped.
-    let (_embedded, uri, target_desc) = match &config.target {
+    let (_embedded, uri, target_desc, address) = match &config.target {
         Target::Embedded { threads } => {
             let server = dn_sim::EmbeddedServer::start(dn_sim::Config::loopback(), *threads)
                 .map_err(|e| UsageError(format!("cannot start the embedded dn-sim: {e:#}")))?;
             let addr = server.local_addr();
             let desc =
                 format!("{addr} (embedded dn-sim started by loadgen, {threads} runtime thread(s))");
-            (Some(server), format!("http://{addr}"), desc)
+            (
+                Some(server),
+                format!("http://{addr}"),
+                desc,
+                addr.to_string(),
+            )
         }
         Target::Remote(t) => {
             let uri = connection::target_uri(t).map_err(|e| UsageError(e.to_string()))?;
-            (None, uri, t.clone())
+            (None, uri, t.clone(), t.clone())
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -216,7 +221,7 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
     })?;
     let embedded = matches!(config.target, Target::Embedded { .. });
     let results = Results::from_run(
-        RunDescription::of(config, &target_desc),
+        RunDescription::of(config, &address),
         &mut output_run,
         embedded,
     );

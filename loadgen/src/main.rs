@@ -10,11 +10,17 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
+            // One line: clap's first, joined with the next when it ends in a colon
+            // ("required arguments were not provided: <FILE>...").
             let text = e.to_string();
-            eprintln!(
-                "loadgen: {}",
-                text.lines().next().unwrap_or("invalid arguments")
-            );
+            let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+            let mut line = lines.next().unwrap_or("invalid arguments").to_string();
+            if line.ends_with(':')
+                && let Some(next) = lines.next()
+            {
+                line = format!("{line} {next}");
+            }
+            eprintln!("loadgen: {line}");
             return ExitCode::from(2);
         }
     };

@@ -123,6 +123,41 @@ fn bad_command_lines_exit_2_with_one_line_naming_the_problem() {
             vec!["echo", "--target", &refused, "--connect-timeout", "2s"],
             "cannot connect",
         ),
+        (vec!["echo", "--rate", "0"], "--rate"),
+        (vec!["echo", "--rate", "fast"], "--rate"),
+        (
+            vec!["echo", "--rate-schedule", "sine:from=1"],
+            "--rate-schedule",
+        ),
+        (
+            vec![
+                "echo",
+                "--rate",
+                "10",
+                "--rate-schedule",
+                "ramp:from=1,to=2,over=1s",
+            ],
+            "--rate",
+        ),
+        (vec!["echo", "--pipeline", "4"], "--pipeline"),
+        (vec!["echo", "--stream-mode", "sometimes"], "--stream-mode"),
+        (vec!["echo", "--percentiles", "0,50"], "--percentiles"),
+        (vec!["echo", "--format", "xml"], "--format"),
+        (vec!["echo", "--warmup", "-1s"], "--warmup"),
+        (
+            vec!["echo", "--metrics-listen", "nowhere"],
+            "--metrics-listen",
+        ),
+        (
+            vec!["echo", "--output", "/nonexistent-dir/r.json"],
+            "--output",
+        ),
+        (
+            vec!["echo", "--histogram-log", "/nonexistent-dir/l.hlog"],
+            "--histogram-log",
+        ),
+        (vec!["merge"], "FILE"),
+        (vec!["merge", "/nonexistent-dir/r.json"], "merge"),
     ];
     for (args, needle) in cases {
         let (code, stdout, stderr) = loadgen(&args);
