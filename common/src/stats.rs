@@ -1,7 +1,8 @@
 //! Latency statistics: an HDR histogram of every request, in microseconds, with three significant
 //! digits from 1 µs up to one hour. Memory is fixed (about 190 KiB per histogram) however long a
 //! run lasts, and histograms merge exactly, so per-worker histograms can be combined at the end
-//! and results of several processes can be combined later.
+//! and results of several processes can be combined later. An empty histogram allocates nothing:
+//! the buckets are created by the first value, so unused histograms (e.g. of failures) are free.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -12,7 +13,17 @@ const MAX_MICROS: u64 = 3_600_000_000;
 
 #[derive(Clone, Debug)]
 pub struct LatencyHistogram {
-    hist: Histogram<u64>,
+    hist: Option<Histogram<u64>>,
+}
+
+fn new_hdr() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("static histogram bounds are valid")
+}
+
+/// Shared empty histogram for read access to a histogram that was never written.
+fn empty_hdr() -> &'static Histogram<u64> {
+    static EMPTY: std::sync::OnceLock<Histogram<u64>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(new_hdr)
 }
 
 impl Default for LatencyHistogram {
@@ -23,9 +34,15 @@ impl Default for LatencyHistogram {
 
 impl LatencyHistogram {
     pub fn new() -> Self {
-        let hist = Histogram::new_with_bounds(1, MAX_MICROS, 3)
-            .expect("static histogram bounds are valid");
-        Self { hist }
+        Self { hist: None }
+    }
+
+    fn hdr(&self) -> &Histogram<u64> {
+        self.hist.as_ref().unwrap_or_else(|| empty_hdr())
+    }
+
+    fn hdr_mut(&mut self) -> &mut Histogram<u64> {
+        self.hist.get_or_insert_with(new_hdr)
     }
 
     /// Records one latency. Sub-microsecond values count as 1 µs; values above an hour as an hour.
@@ -33,7 +50,7 @@ impl LatencyHistogram {
         let micros = u64::try_from(latency.as_micros())
             .unwrap_or(MAX_MICROS)
             .clamp(1, MAX_MICROS);
-        self.hist
+        self.hdr_mut()
             .record(micros)
             .expect("value clamped into the histogram's range");
     }
@@ -43,24 +60,32 @@ impl LatencyHistogram {
         if other.is_empty() {
             return; // cheap: per-worker histograms are often empty (failures, late sends)
         }
-        self.hist.add(&other.hist).expect("histograms share bounds");
+        match &mut self.hist {
+            Some(h) => h.add(other.hdr()).expect("histograms share bounds"),
+            None => self.hist = other.hist.clone(),
+        }
     }
 
     /// The underlying HDR histogram (values in µs), e.g. for an interval log.
     pub fn as_hdr(&self) -> &Histogram<u64> {
-        &self.hist
+        self.hdr()
     }
 
+    /// Empties the histogram, keeping its buckets' memory for reuse.
     pub fn reset(&mut self) {
-        self.hist.reset();
+        if let Some(h) = &mut self.hist
+            && !h.is_empty()
+        {
+            h.reset();
+        }
     }
 
     pub fn count(&self) -> u64 {
-        self.hist.len()
+        self.hist.as_ref().map_or(0, |h| h.len())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.hist.is_empty()
+        self.count() == 0
     }
 
     /// Smallest recorded value in milliseconds (0 when empty).
@@ -68,25 +93,25 @@ impl LatencyHistogram {
         if self.is_empty() {
             0.0
         } else {
-            self.hist.min() as f64 / 1000.0
+            self.hdr().min() as f64 / 1000.0
         }
     }
 
     pub fn max_ms(&self) -> f64 {
-        self.hist.max() as f64 / 1000.0
+        self.hdr().max() as f64 / 1000.0
     }
 
     pub fn mean_ms(&self) -> f64 {
-        self.hist.mean() / 1000.0
+        self.hdr().mean() / 1000.0
     }
 
     pub fn stddev_ms(&self) -> f64 {
-        self.hist.stdev() / 1000.0
+        self.hdr().stdev() / 1000.0
     }
 
     /// The value at `percentile` (0–100) in milliseconds.
     pub fn percentile_ms(&self, percentile: f64) -> f64 {
-        self.hist.value_at_percentile(percentile) as f64 / 1000.0
+        self.hdr().value_at_percentile(percentile) as f64 / 1000.0
     }
 
     /// Non-zero buckets as (value in µs, count), the exact, portable form used in JSON results.
@@ -95,7 +120,7 @@ impl LatencyHistogram {
             unit: "us".to_string(),
             significant_digits: 3,
             buckets: self
-                .hist
+                .hdr()
                 .iter_recorded()
                 .map(|v| (v.value_iterated_to(), v.count_at_value()))
                 .collect(),
@@ -106,7 +131,7 @@ impl LatencyHistogram {
     pub fn from_data(data: &HistogramData) -> Self {
         let mut h = Self::new();
         for &(value, count) in &data.buckets {
-            h.hist
+            h.hdr_mut()
                 .record_n(value.clamp(1, MAX_MICROS), count)
                 .expect("value clamped into the histogram's range");
         }
@@ -156,6 +181,24 @@ mod tests {
         for p in [50.0, 90.0, 99.0, 99.9, 100.0] {
             assert_eq!(back.percentile_ms(p), merged.percentile_ms(p));
         }
+    }
+
+    #[test]
+    fn empty_histograms_allocate_nothing_and_reset_keeps_memory() {
+        let mut h = LatencyHistogram::new();
+        assert!(h.hist.is_none());
+        assert_eq!(
+            (h.count(), h.max_ms(), h.percentile_ms(99.0)),
+            (0, 0.0, 0.0)
+        );
+        let mut other = LatencyHistogram::new();
+        h.merge(&other);
+        assert!(h.hist.is_none());
+        other.record(Duration::from_micros(700));
+        h.merge(&other);
+        assert_eq!(h.count(), 1);
+        h.reset();
+        assert!(h.hist.is_some() && h.is_empty());
     }
 
     #[test]

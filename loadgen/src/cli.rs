@@ -163,6 +163,10 @@ pub struct CommonArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     pub container_id: i64,
 
+    /// Runtime threads of loadgen itself [default: one per core].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub runtime_threads: Option<u32>,
+
     /// Runtime threads of the embedded dn-sim (only without --target).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub embedded_threads: u32,

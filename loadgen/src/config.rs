@@ -102,6 +102,8 @@ pub struct RunConfig {
     pub warmup: Duration,
     pub report: ReportConfig,
     pub live: LiveConfig,
+    /// loadgen's own runtime threads (`None`: one per core).
+    pub runtime_threads: Option<usize>,
     pub target: Target,
     pub clients: usize,
     pub threads: usize,
@@ -150,6 +152,7 @@ impl RunConfig {
                 None => Load::Closed,
             },
             streams,
+            runtime_threads: c.runtime_threads.map(|n| n as usize),
             warmup: c.warmup.unwrap_or_default(),
             report: ReportConfig::from_args(report),
             live: LiveConfig {

@@ -175,15 +175,12 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
             (None, uri, t.clone(), t.clone())
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // The coordinator's runtime; connections and workers run on I/O threads of their own.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .thread_name("loadgen")
         .build()
         .map_err(|e| UsageError(format!("cannot start the runtime: {e}")))?;
     let mut output_run = runtime.block_on(async {
-        let clients = connection::connect(&uri, config.clients, config.connect_timeout)
-            .await
-            .map_err(|e| UsageError(e.to_string()))?;
         let workload: Arc<dyn Workload> = match &config.workload {
             WorkloadConfig::Echo(echo) => Arc::new(workload::echo::Echo::new(
                 echo,
@@ -215,9 +212,9 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
             intervals,
             totals: metrics.as_mut().map(|m| m as &mut dyn TotalsSink),
         };
-        let out = engine::run(config, clients, workload, observers).await;
+        let out = engine::run(config, &uri, workload, observers).await;
         display.finish();
-        Ok::<_, UsageError>(out)
+        out.map_err(UsageError)
     })?;
     let embedded = matches!(config.target, Target::Embedded { .. });
     let results = Results::from_run(

@@ -181,7 +181,10 @@ impl WorkerStats {
             Answer::Success { bytes } => {
                 self.bytes_received += bytes;
                 self.success.record(timing.corrected);
-                self.service.record(timing.uncorrected);
+                // Closed loop: both are the same; `service_time` falls back to `success`.
+                if timing.send != SendTiming::Unscheduled {
+                    self.service.record(timing.uncorrected);
+                }
             }
             Answer::Failure(f) => {
                 self.record_failure(timing.corrected, f.kind, || f.message);
@@ -193,6 +196,16 @@ impl WorkerStats {
         self.errors.values().sum()
     }
 
+    /// Successful requests' latency from the actual send: `service`, or in closed loop (where it
+    /// is not recorded separately) `success`.
+    pub fn service_time(&self) -> &LatencyHistogram {
+        if self.service.is_empty() {
+            &self.success
+        } else {
+            &self.service
+        }
+    }
+
     pub fn late_sends(&self) -> u64 {
         self.lateness.count()
     }
@@ -200,6 +213,24 @@ impl WorkerStats {
     /// Requests measured (successes and failures).
     pub fn requests(&self) -> u64 {
         self.success.count() + self.failures()
+    }
+
+    /// Empties the statistics, keeping the histograms' memory (workers reuse them).
+    pub fn reset(&mut self) {
+        for h in [
+            &mut self.success,
+            &mut self.service,
+            &mut self.failure,
+            &mut self.lateness,
+            &mut self.timer_lag,
+        ] {
+            h.reset();
+        }
+        self.errors.clear();
+        self.first_messages.clear();
+        self.bytes_sent = 0;
+        self.bytes_received = 0;
+        self.warmup = 0;
     }
 
     pub fn merge(&mut self, other: &WorkerStats) {

@@ -176,7 +176,7 @@ impl Results {
             interrupted: run.interrupted,
             processes: 1,
             corrected: s.success.clone(),
-            uncorrected: s.service.clone(),
+            uncorrected: s.service_time().clone(),
             failed: s.failure.clone(),
             lateness: s.lateness.clone(),
             timer_lag: s.timer_lag.clone(),

@@ -48,7 +48,7 @@ impl IntervalPoint {
             p50_ms: s.success.percentile_ms(50.0),
             p99_ms: s.success.percentile_ms(99.0),
             max_ms: s.success.max_ms(),
-            uncorrected_p99_ms: s.service.percentile_ms(99.0),
+            uncorrected_p99_ms: s.service_time().percentile_ms(99.0),
         }
     }
 
@@ -125,8 +125,15 @@ impl Live {
     }
 
     pub fn add(&mut self, flush: Flush) {
-        let epoch = flush.epoch.max(self.next_to_close);
-        self.open.entry(epoch).or_default().merge(&flush.stats);
+        let Flush {
+            epoch,
+            mut stats,
+            back,
+        } = flush;
+        let epoch = epoch.max(self.next_to_close);
+        self.open.entry(epoch).or_default().merge(&stats);
+        stats.reset();
+        let _ = back.send(stats); // a worker that has ended no longer needs it
     }
 
     /// Closes the intervals that ended at least one interval before `epoch` began.
@@ -188,7 +195,8 @@ mod tests {
         for _ in 0..n {
             stats.record_success(Duration::from_millis(1));
         }
-        Flush { epoch, stats }
+        let (back, _) = tokio::sync::mpsc::unbounded_channel();
+        Flush { epoch, stats, back }
     }
 
     #[test]

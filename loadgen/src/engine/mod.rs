@@ -7,10 +7,13 @@
 //! Open loop (`--rate`, `--rate-schedule`): [`slots`] hands out requests at their intended times;
 //! latency is measured from the intended time, so stalls are not hidden (coordinated omission).
 //!
-//! Workers keep their own statistics ([`recorder`]) and hand them to the coordinator once per
-//! report interval; the coordinator ([`live`]) merges them. The hot path shares one atomic
-//! request counter and one completion counter, and takes no lock.
+//! Connections and their workers run on I/O threads, one single-threaded runtime each
+//! (`io_threads`). The workers of a thread record into that thread's statistics ([`recorder`]),
+//! which are handed to the coordinator once per report interval; the coordinator ([`live`])
+//! merges them. The hot path shares one atomic request counter and one completion counter across
+//! threads, and takes no lock.
 
+mod io_threads;
 pub mod live;
 mod per_request;
 mod persistent;
@@ -19,14 +22,15 @@ pub mod request;
 pub mod schedule;
 pub mod slots;
 
-use crate::config::{RunConfig, StopAfter, Streams};
-use crate::connection::Client;
+use crate::config::{RunConfig, StopAfter};
 use crate::outcome::WorkerStats;
 use crate::workload::Workload;
 use common::rates::Meter;
 use live::{IntervalPoint, IntervalSink, Live};
-use recorder::Flush;
+use recorder::Recorder;
 use slots::Slots;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
@@ -58,7 +62,8 @@ pub struct WorkerContext {
     pub idx: usize,
     pub shared: Arc<Shared>,
     pub workload: Arc<dyn Workload>,
-    pub flushes: mpsc::UnboundedSender<Flush>,
+    /// The statistics of the worker's I/O thread.
+    pub recorder: Rc<RefCell<Recorder>>,
     pub timeout: Duration,
     pub fail_at_end: bool,
 }
@@ -110,12 +115,16 @@ pub struct Observers<'a> {
     pub totals: Option<&'a mut dyn TotalsSink>,
 }
 
+/// Connects to `uri` (`http://HOST:PORT`) and runs the test. `Err` when a connection cannot be
+/// opened.
 pub async fn run(
     config: &RunConfig,
-    clients: Vec<Client>,
+    uri: &str,
     workload: Arc<dyn Workload>,
     observers: Observers<'_>,
-) -> RunOutput {
+) -> Result<RunOutput, String> {
+    let (flush_tx, mut flushes) = mpsc::unbounded_channel();
+    let mut io = io_threads::IoThreads::start(config, uri, workload, flush_tx)?;
     let cpu_at_start = crate::cpu::process_cpu_time();
     let start = Instant::now();
     let start_wall = SystemTime::now();
@@ -126,26 +135,7 @@ pub async fn run(
         completed: AtomicU64::new(0),
         stop_tx,
     });
-    let (flush_tx, mut flushes) = mpsc::unbounded_channel();
-    let mut workers = tokio::task::JoinSet::new();
-    for idx in 0..config.threads {
-        let client = clients[idx % clients.len()].clone();
-        let ctx = WorkerContext {
-            idx,
-            shared: Arc::clone(&shared),
-            workload: Arc::clone(&workload),
-            flushes: flush_tx.clone(),
-            timeout: config.timeout,
-            fail_at_end: config.fail_at_end,
-        };
-        match config.streams {
-            Streams::PerRequest => workers.spawn(per_request::worker(ctx, client)),
-            Streams::Persistent { pipeline } => {
-                workers.spawn(persistent::worker(ctx, client, pipeline))
-            }
-        };
-    }
-    drop(flush_tx);
+    io.go(&shared);
     let pacer = shared.slots.is_open_loop().then(|| {
         let shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -208,18 +198,12 @@ pub async fn run(
             }
             _ = sleep_until_opt(drain_deadline) => {
                 // Aborted workers hand over what they measured when their recorders drop.
-                workers.abort_all();
+                io.abort();
                 drain_deadline = None;
             }
         }
     }
-    while let Some(joined) = workers.join_next().await {
-        if let Err(e) = joined
-            && !e.is_cancelled()
-        {
-            tracing::error!("worker failed: {e}");
-        }
-    }
+    io.join();
     shared.stop(); // ends the pacer if the run ended early
     if let Some(pacer) = pacer {
         let _ = pacer.join();
@@ -236,7 +220,7 @@ pub async fn run(
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,
     };
-    RunOutput {
+    Ok(RunOutput {
         stats: live.total,
         started_at: start_wall + config.warmup.min(end.duration_since(start)),
         elapsed,
@@ -246,7 +230,7 @@ pub async fn run(
         series: live.series,
         cpu,
         wall: end.duration_since(start),
-    }
+    })
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {

@@ -2,30 +2,28 @@
 //! stream per request, as Ozone's Java client (`XceiverClientGrpc.sendCommandAsync`).
 
 use super::WorkerContext;
-use super::recorder::Recorder;
-use super::request::{self, Backoff};
-use crate::connection::Client;
+use super::request::{self, Backoff, Deadline};
+use crate::connection::unary::UnaryConnection;
 use crate::outcome::{Answer, ErrorKind};
+use std::sync::Arc;
 use std::time::Instant;
 
-pub async fn worker(ctx: WorkerContext, mut client: Client) {
-    let mut recorder = Recorder::new(
-        ctx.shared.clone(),
-        ctx.flushes.clone(),
-        ctx.workload.request_bytes(),
-    );
+pub async fn worker(ctx: WorkerContext, conn: Arc<UnaryConnection>) {
+    let mut client = conn.client().await;
     let mut stop = ctx.shared.stop_signal();
     let mut backoff = Backoff::new();
+    let mut deadline = Deadline::new(ctx.timeout);
     let mut seq = 0;
     while let Some(slot) = ctx.shared.slots.next().await {
-        let req = ctx.workload.request(ctx.idx, seq);
+        let frame = ctx.workload.framed_request(ctx.idx, seq);
         seq += 1;
         let sent = Instant::now();
-        let answer = request::request(&mut client, &*ctx.workload, req, ctx.timeout).await;
+        let answer = request::request(&mut client, &*ctx.workload, frame, &mut deadline).await;
         let done = Instant::now();
         let transport = matches!(&answer, Answer::Failure(f) if f.kind == ErrorKind::Transport);
         let ok = matches!(answer, Answer::Success { .. });
-        if recorder.record(&slot, sent, done, answer) && !ctx.fail_at_end {
+        let failed = ctx.recorder.borrow_mut().record(&slot, sent, done, answer);
+        if failed && !ctx.fail_at_end {
             ctx.shared.stop();
         }
         if transport {

@@ -7,7 +7,6 @@
 //! transport errors).
 
 use super::WorkerContext;
-use super::recorder::Recorder;
 use super::request::{Backoff, deadline_failure, judge};
 use super::slots::Slot;
 use crate::connection::Client;
@@ -26,7 +25,6 @@ struct InFlight {
 
 struct Worker {
     ctx: WorkerContext,
-    recorder: Recorder,
     inflight: VecDeque<InFlight>,
     /// No more requests will be taken.
     exhausted: bool,
@@ -43,14 +41,8 @@ enum StreamEnd {
 }
 
 pub async fn worker(ctx: WorkerContext, mut client: Client, pipeline: usize) {
-    let recorder = Recorder::new(
-        ctx.shared.clone(),
-        ctx.flushes.clone(),
-        ctx.workload.request_bytes(),
-    );
     let mut w = Worker {
         ctx,
-        recorder,
         inflight: VecDeque::with_capacity(pipeline),
         exhausted: false,
         pipeline,
@@ -101,11 +93,12 @@ impl Worker {
     }
 
     fn finish(&mut self, f: InFlight, answer: Answer) {
-        if self
+        let failed = self
+            .ctx
             .recorder
-            .record(&f.slot, f.sent, Instant::now(), answer)
-            && !self.ctx.fail_at_end
-        {
+            .borrow_mut()
+            .record(&f.slot, f.sent, Instant::now(), answer);
+        if failed && !self.ctx.fail_at_end {
             self.ctx.shared.stop();
             self.exhausted = true;
         }

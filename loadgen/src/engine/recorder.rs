@@ -1,7 +1,9 @@
-//! A worker's side of the statistics: it records into its own [`WorkerStats`] (no lock, no shared
-//! histogram) and hands them to the coordinator once per report interval, at its first answer
-//! after the interval's tick, and when it ends (also when it is aborted: on drop). The coordinator
-//! merges what it receives, so memory stays fixed however long the run.
+//! An I/O thread's side of the statistics: its workers record into the thread's own
+//! [`WorkerStats`] (no lock: one thread; few, cache-warm histograms) and hand them to the
+//! coordinator once per report interval, at the first answer after the interval's tick, and when
+//! the thread's workers end (also when they are aborted: on drop). The coordinator
+//! merges what it receives and hands the emptied statistics back for reuse, so memory stays
+//! fixed however long the run and the histograms are not allocated again every interval.
 
 use super::Shared;
 use super::slots::Slot;
@@ -9,12 +11,14 @@ use crate::outcome::{Answer, SendTiming, Timing, WorkerStats};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 /// Statistics of one worker for one interval (`epoch`: the interval's index since the start).
 pub struct Flush {
     pub epoch: u64,
     pub stats: WorkerStats,
+    /// Where the emptied statistics go back for reuse.
+    pub back: UnboundedSender<WorkerStats>,
 }
 
 pub struct Recorder {
@@ -22,16 +26,21 @@ pub struct Recorder {
     epoch: u64,
     shared: Arc<Shared>,
     tx: UnboundedSender<Flush>,
+    back: UnboundedSender<WorkerStats>,
+    returned: UnboundedReceiver<WorkerStats>,
     request_bytes: u64,
 }
 
 impl Recorder {
     pub fn new(shared: Arc<Shared>, tx: UnboundedSender<Flush>, request_bytes: u64) -> Self {
+        let (back, returned) = mpsc::unbounded_channel();
         Recorder {
             stats: WorkerStats::default(),
             epoch: shared.epoch.load(Relaxed),
             shared,
             tx,
+            back,
+            returned,
             request_bytes,
         }
     }
@@ -74,13 +83,16 @@ impl Recorder {
     }
 
     fn flush(&mut self) {
-        let stats = std::mem::take(&mut self.stats);
-        if stats.requests() > 0 || stats.warmup > 0 {
-            let _ = self.tx.send(Flush {
-                epoch: self.epoch,
-                stats,
-            });
+        if self.stats.requests() == 0 && self.stats.warmup == 0 {
+            return;
         }
+        let fresh = self.returned.try_recv().unwrap_or_default();
+        let stats = std::mem::replace(&mut self.stats, fresh);
+        let _ = self.tx.send(Flush {
+            epoch: self.epoch,
+            stats,
+            back: self.back.clone(),
+        });
     }
 }
 

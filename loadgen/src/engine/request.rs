@@ -7,14 +7,15 @@
 //!
 //! Answers are judged in one place ([`judge`]) for both stream modes.
 
-use crate::connection::Client;
+use crate::connection::unary::UnaryClient;
 use crate::outcome::{Answer, ErrorKind, Failure};
 use crate::workload::Workload;
-use common::proto::{
-    ContainerCommandRequestProto, ContainerCommandResponseProto, Result as OzoneResult,
-};
+use bytes::Bytes;
+use common::proto::{ContainerCommandResponseProto, Result as OzoneResult};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
-use tonic::Status;
+use tokio::time::{Instant, Sleep};
 
 /// Turns a response into an answer: `result != SUCCESS` is a failure of kind `result:NAME`.
 pub fn judge(workload: &dyn Workload, resp: ContainerCommandResponseProto) -> Answer {
@@ -34,41 +35,66 @@ pub fn deadline_failure(timeout: Duration) -> Failure {
     Failure::new(ErrorKind::Deadline, format!("no answer within {timeout:?}"))
 }
 
-/// One request: the unit the statistics count.
-pub async fn request(
-    client: &mut Client,
-    workload: &dyn Workload,
-    req: ContainerCommandRequestProto,
+/// A worker's per-request deadline. One timer serves every request: it is re-armed only when it
+/// fires before the current request's deadline, instead of a timer being registered and removed
+/// for every request (with a 30 s timeout it fires about once per 30 s).
+pub struct Deadline {
     timeout: Duration,
-) -> Answer {
-    attempt(client, workload, req, timeout).await
+    sleep: Pin<Box<Sleep>>,
 }
 
-/// One send on a new stream: send, half-close, wait for the one answer, within `timeout`.
-pub async fn attempt(
-    client: &mut Client,
-    workload: &dyn Workload,
-    req: ContainerCommandRequestProto,
-    timeout: Duration,
-) -> Answer {
-    match tokio::time::timeout(timeout, call(client, req, timeout)).await {
-        Ok(Ok(resp)) => judge(workload, resp),
-        Ok(Err(status)) => Answer::Failure(Failure::from_status(&status)),
-        Err(_) => Answer::Failure(deadline_failure(timeout)),
+impl Deadline {
+    pub fn new(timeout: Duration) -> Self {
+        Deadline {
+            timeout,
+            sleep: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `fut`'s output, or `None` if it takes longer than the timeout from now.
+    pub async fn run<F: Future>(&mut self, fut: F) -> Option<F::Output> {
+        let deadline = Instant::now() + self.timeout;
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut fut => return Some(out),
+                _ = &mut self.sleep => {
+                    if Instant::now() >= deadline {
+                        return None;
+                    }
+                    self.sleep.as_mut().reset(deadline);
+                }
+            }
+        }
     }
 }
 
-async fn call(
-    client: &mut Client,
-    req: ContainerCommandRequestProto,
-    timeout: Duration,
-) -> Result<ContainerCommandResponseProto, Status> {
-    let mut request = tonic::Request::new(tokio_stream::once(req));
-    request.set_timeout(timeout);
-    let mut inbound = client.send(request).await?.into_inner();
-    match inbound.message().await? {
-        Some(resp) => Ok(resp),
-        None => Err(Status::internal("the stream ended without a response")),
+/// One request: the unit the statistics count.
+pub async fn request(
+    client: &mut UnaryClient,
+    workload: &dyn Workload,
+    frame: Bytes,
+    deadline: &mut Deadline,
+) -> Answer {
+    attempt(client, workload, frame, deadline).await
+}
+
+/// One send on a new stream: send, half-close, wait for the one answer, within the deadline.
+pub async fn attempt(
+    client: &mut UnaryClient,
+    workload: &dyn Workload,
+    frame: Bytes,
+    deadline: &mut Deadline,
+) -> Answer {
+    match deadline.run(client.call(frame)).await {
+        Some(Ok(resp)) => judge(workload, resp),
+        Some(Err(failure)) => Answer::Failure(failure),
+        None => Answer::Failure(deadline_failure(deadline.timeout())),
     }
 }
 
@@ -108,6 +134,22 @@ impl Default for Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn one_timer_serves_many_deadlines() {
+        let mut d = Deadline::new(Duration::from_millis(100));
+        for _ in 0..5 {
+            // Each request takes 60 ms: under the timeout, though the timer armed for the first
+            // one fires during the second.
+            let out = d.run(tokio::time::sleep(Duration::from_millis(60))).await;
+            assert!(out.is_some());
+        }
+        let late = d.run(tokio::time::sleep(Duration::from_millis(150))).await;
+        assert!(late.is_none());
+        let start = Instant::now();
+        assert!(d.run(std::future::pending::<()>()).await.is_none());
+        assert_eq!(start.elapsed(), Duration::from_millis(100));
+    }
 
     #[test]
     fn backoff_doubles_to_a_cap_and_resets() {

@@ -65,7 +65,7 @@ impl IntervalSink for HistogramLog {
         }
         let result = self
             .write(&stats.success, start, length, None)
-            .and_then(|_| self.write(&stats.service, start, length, Some("uncorrected")))
+            .and_then(|_| self.write(stats.service_time(), start, length, Some("uncorrected")))
             .and_then(|_| {
                 if stats.failure.is_empty() {
                     Ok(())

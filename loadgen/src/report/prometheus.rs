@@ -114,7 +114,7 @@ pub fn render(s: &WorkerStats, finished: bool) -> String {
         &mut out,
         "loadgen_service_time_seconds",
         "Successful requests' latency from the actual send.",
-        &s.service,
+        s.service_time(),
     );
     writeln!(
         out,

@@ -10,6 +10,8 @@ use common::proto::{
 
 pub struct Echo {
     template: ContainerCommandRequestProto,
+    /// The template, gRPC-framed once.
+    framed: Bytes,
     payload_len: u64,
 }
 
@@ -31,6 +33,7 @@ impl Echo {
             ..Default::default()
         };
         Self {
+            framed: crate::connection::unary::grpc_frame(&template),
             template,
             payload_len: config.payload_req_bytes as u64,
         }
@@ -40,6 +43,10 @@ impl Echo {
 impl Workload for Echo {
     fn request(&self, _worker: usize, _seq: u64) -> ContainerCommandRequestProto {
         self.template.clone()
+    }
+
+    fn framed_request(&self, _worker: usize, _seq: u64) -> Bytes {
+        self.framed.clone()
     }
 
     fn request_bytes(&self) -> u64 {

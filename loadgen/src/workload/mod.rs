@@ -3,11 +3,18 @@
 
 pub mod echo;
 
+use bytes::Bytes;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 
 pub trait Workload: Send + Sync + 'static {
     /// The `seq`-th request of worker `worker`.
     fn request(&self, worker: usize, seq: u64) -> ContainerCommandRequestProto;
+
+    /// The same request as a gRPC-framed message, for the per-request stream path. Workloads
+    /// whose requests do not change build it once and hand out clones (a reference count).
+    fn framed_request(&self, worker: usize, seq: u64) -> Bytes {
+        crate::connection::unary::grpc_frame(&self.request(worker, seq))
+    }
 
     /// Bytes of application payload a request carries (for bytes/s).
     fn request_bytes(&self) -> u64 {

@@ -1,5 +1,8 @@
-//! Connections to the target: one HTTP/2 connection (tonic `Channel`) per `--clients`, opened
-//! eagerly so that an unreachable target fails fast with a clear message.
+//! Connections to the target: one HTTP/2 connection per `--clients`, opened eagerly so that an
+//! unreachable target fails fast with a clear message. Per-request streams use the lean
+//! [`unary`] client on plain HTTP/2; persistent streams use tonic's `Channel`.
+
+pub mod unary;
 
 use anyhow::{Context, bail};
 use common::proto::xceiver_client_protocol_service_client::XceiverClientProtocolServiceClient;
@@ -54,6 +57,24 @@ pub async fn connect(
         );
     }
     Ok(clients)
+}
+
+/// Opens `count` connections for the per-request stream path.
+pub async fn connect_unary(
+    uri: &str,
+    count: usize,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+) -> anyhow::Result<Vec<std::sync::Arc<unary::UnaryConnection>>> {
+    let hostport = &uri[7..];
+    let mut conns = Vec::with_capacity(count);
+    for _ in 0..count {
+        match unary::UnaryConnection::connect(hostport, connect_timeout, request_timeout).await {
+            Ok(c) => conns.push(c),
+            Err(e) => bail!("cannot connect to {hostport}: {e}"),
+        }
+    }
+    Ok(conns)
 }
 
 /// "transport error: connection refused" rather than only the outermost layer.

@@ -1,0 +1,233 @@
+//! Thread per core, as h2load's `-t`: the connections are spread over I/O threads, each with a
+//! single-threaded runtime that drives its connections and their workers. A connection's tasks
+//! and its workers never wake each other across threads, and the connection's state is never
+//! contended, which keeps loadgen's CPU per request low (it shares the machine with the target
+//! in benchmarks). The coordinator runs on the caller's runtime.
+//!
+//! Start-up: each thread opens its connections and reports; only when all are up does the run
+//! start (so an unreachable target fails at once and the clock starts with every connection
+//! ready). At the end a thread returns when its workers have ended, or aborts them when told to.
+
+use super::{Shared, WorkerContext, per_request, persistent};
+use crate::config::{RunConfig, Streams};
+use crate::connection;
+use crate::engine::recorder::{Flush, Recorder};
+use crate::workload::Workload;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::mpsc as std_mpsc;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// The running I/O threads.
+pub struct IoThreads {
+    go: Vec<oneshot::Sender<Arc<Shared>>>,
+    abort: watch::Sender<bool>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// How many I/O threads: `--runtime-threads`, else one per core, never more than connections.
+pub fn thread_count(config: &RunConfig) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    config
+        .runtime_threads
+        .unwrap_or(cores)
+        .clamp(1, config.clients.max(1))
+}
+
+impl IoThreads {
+    /// Starts the threads and waits until every connection is open.
+    pub fn start(
+        config: &RunConfig,
+        uri: &str,
+        workload: Arc<dyn Workload>,
+        flushes: mpsc::UnboundedSender<Flush>,
+    ) -> Result<Self, String> {
+        let n = thread_count(config);
+        let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(), String>>();
+        let (abort, _) = watch::channel(false);
+        let mut go = Vec::with_capacity(n);
+        let mut handles = Vec::with_capacity(n);
+        for t in 0..n {
+            let (go_tx, go_rx) = oneshot::channel::<Arc<Shared>>();
+            go.push(go_tx);
+            let plan = ThreadPlan {
+                thread: t,
+                threads: n,
+                config: config.clone(),
+                uri: uri.to_string(),
+                workload: Arc::clone(&workload),
+                flushes: flushes.clone(),
+                abort: abort.subscribe(),
+            };
+            let ready = ready_tx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("loadgen-io-{t}"))
+                .spawn(move || plan.run(ready, go_rx))
+                .map_err(|e| format!("cannot start an I/O thread: {e}"))?;
+            handles.push(handle);
+        }
+        drop(ready_tx);
+        let mut threads = IoThreads { go, abort, handles };
+        for _ in 0..n {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    threads.go.clear(); // the threads see the run will not start, and end
+                    threads.join();
+                    return Err(e);
+                }
+                Err(_) => return Err("an I/O thread ended while connecting".into()),
+            }
+        }
+        Ok(threads)
+    }
+
+    /// Starts the workers.
+    pub fn go(&mut self, shared: &Arc<Shared>) {
+        for go in self.go.drain(..) {
+            let _ = go.send(Arc::clone(shared));
+        }
+    }
+
+    /// Aborts the workers still running; they hand over what they measured.
+    pub fn abort(&self) {
+        self.abort.send_replace(true);
+    }
+
+    pub fn join(&mut self) {
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+struct ThreadPlan {
+    thread: usize,
+    threads: usize,
+    config: RunConfig,
+    uri: String,
+    workload: Arc<dyn Workload>,
+    flushes: mpsc::UnboundedSender<Flush>,
+    abort: watch::Receiver<bool>,
+}
+
+enum Conns {
+    Unary(Vec<(usize, Arc<connection::unary::UnaryConnection>)>),
+    Tonic(Vec<(usize, connection::Client)>),
+}
+
+impl ThreadPlan {
+    fn run(
+        mut self,
+        ready: std_mpsc::Sender<Result<(), String>>,
+        go: oneshot::Receiver<Arc<Shared>>,
+    ) {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready.send(Err(format!("cannot start a runtime: {e}")));
+                return;
+            }
+        };
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async move {
+            let conns = match self.connect().await {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready.send(Ok(()));
+            let Ok(shared) = go.await else {
+                return;
+            };
+            // Workers of this thread share its statistics: they run on this thread only.
+            let recorder = Rc::new(RefCell::new(Recorder::new(
+                Arc::clone(&shared),
+                self.flushes.clone(),
+                self.workload.request_bytes(),
+            )));
+            let mut workers = tokio::task::JoinSet::new();
+            let clients = self.config.clients;
+            for idx in
+                (0..self.config.threads).filter(|i| (i % clients) % self.threads == self.thread)
+            {
+                let ctx = WorkerContext {
+                    idx,
+                    shared: Arc::clone(&shared),
+                    workload: Arc::clone(&self.workload),
+                    recorder: Rc::clone(&recorder),
+                    timeout: self.config.timeout,
+                    fail_at_end: self.config.fail_at_end,
+                };
+                let c = idx % clients;
+                match (&conns, self.config.streams) {
+                    (Conns::Unary(list), _) => {
+                        let conn = list.iter().find(|(i, _)| *i == c).expect("own connection");
+                        workers.spawn_local(per_request::worker(ctx, Arc::clone(&conn.1)));
+                    }
+                    (Conns::Tonic(list), Streams::Persistent { pipeline }) => {
+                        let conn = list.iter().find(|(i, _)| *i == c).expect("own connection");
+                        workers.spawn_local(persistent::worker(ctx, conn.1.clone(), pipeline));
+                    }
+                    (Conns::Tonic(_), Streams::PerRequest) => {
+                        unreachable!("per-request streams use unary connections")
+                    }
+                }
+            }
+            drop(self.flushes);
+            drop(recorder); // the workers hold it; the last one to end hands over the statistics
+            loop {
+                tokio::select! {
+                    joined = workers.join_next() => match joined {
+                        Some(Err(e)) if !e.is_cancelled() => tracing::error!("worker failed: {e}"),
+                        Some(_) => {}
+                        None => break,
+                    },
+                    _ = self.abort.wait_for(|a| *a) => {
+                        workers.abort_all();
+                        while workers.join_next().await.is_some() {}
+                        break;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Opens this thread's connections: connection c belongs to thread c mod threads.
+    async fn connect(&self) -> Result<Conns, String> {
+        let mine = (0..self.config.clients).filter(|c| c % self.threads == self.thread);
+        match self.config.streams {
+            Streams::PerRequest => {
+                let mut list = Vec::new();
+                for c in mine {
+                    let conn = connection::connect_unary(
+                        &self.uri,
+                        1,
+                        self.config.connect_timeout,
+                        self.config.timeout,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    list.extend(conn.into_iter().map(|conn| (c, conn)));
+                }
+                Ok(Conns::Unary(list))
+            }
+            Streams::Persistent { .. } => {
+                let mut list = Vec::new();
+                for c in mine {
+                    let conn = connection::connect(&self.uri, 1, self.config.connect_timeout)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    list.extend(conn.into_iter().map(|conn| (c, conn)));
+                }
+                Ok(Conns::Tonic(list))
+            }
+        }
+    }
+}
