@@ -5,8 +5,10 @@
 #      -t 128 with a new stream per request, as h2load; loadgen persistent streams for reference);
 #   2. latency: one connection, one request in flight; median from h2load's --log-file and from
 #      loadgen's JSON.
-# h2load sends a pre-encoded gRPC frame (load-generators.md §4); it cannot see gRPC or Ozone
-# errors, so loadgen's failure count is the check that every echo succeeded.
+# h2load sends a pre-encoded gRPC frame (load-generators.md §4) with the headers loadgen sends
+# (content-type, te, grpc-timeout: the Java client's deadline); it cannot see gRPC or Ozone
+# errors, so loadgen's failure count is the check that every echo succeeded. loadgen runs with its
+# default I/O threads (one per core) and with one (as h2load -t 1).
 #
 #   scripts/bench-loadgen.sh [--requests 200000] [--latency-requests 20000] [--rounds 3]
 set -euo pipefail
@@ -53,7 +55,8 @@ open(sys.argv[1], 'wb').write(b'\x00' + struct.pack('>I', len(msg)) + msg)
 EOF
 url="http://127.0.0.1:$port/hadoop.hdds.datanode.XceiverClientProtocolService/send"
 h2() {
-    h2load "$@" -d "$work/req.bin" -H 'content-type: application/grpc' -H 'te: trailers' "$url"
+    h2load "$@" -d "$work/req.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+        -H 'grpc-timeout: 30000m' "$url"
 }
 # h2load's req/s; fails unless every request got a 2xx.
 h2load_rate() {
@@ -75,7 +78,7 @@ EOF
 
 echo "## Throughput: 0-byte echo, 4 connections × 32 in flight, $requests requests per run, $rounds rounds"
 echo
-echo "| round | h2load -t 1 (req/s) | loadgen per-request (req/s) | loadgen per-request, 1 runtime thread (req/s) | loadgen persistent --pipeline 32 (req/s) |"
+echo "| round | h2load -t 1 (req/s) | loadgen, stream per request (req/s) | loadgen, stream per request, --runtime-threads 1 (req/s) | loadgen, persistent streams --pipeline 32 (req/s) |"
 echo "|---:|---:|---:|---:|---:|"
 h_sum=0; l_sum=0; l1_sum=0; p_sum=0
 for r in $(seq "$rounds"); do
@@ -91,8 +94,8 @@ import sys
 h, l, l1, p, n = (float(x) for x in sys.argv[1:])
 print(f"| mean | {h/n:.0f} | {l/n:.0f} | {l1/n:.0f} | {p/n:.0f} |")
 print()
-print(f"loadgen / h2load throughput ratio (same stream pattern): {l/h:.2f} (default runtime), "
-      f"{l1/h:.2f} (1 runtime thread, like h2load -t 1); persistent streams: {p/h:.2f}")
+print(f"loadgen / h2load throughput ratio, same stream pattern: {l/h:.2f} (default I/O threads), "
+      f"{l1/h:.2f} (1 I/O thread, as h2load -t 1); persistent streams: {p/h:.2f}")
 EOF
 
 echo
