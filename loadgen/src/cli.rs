@@ -163,7 +163,8 @@ pub struct CommonArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 1)]
     pub container_id: i64,
 
-    /// Runtime threads of loadgen itself [default: one per core].
+    /// loadgen's I/O threads, each driving its share of the connections with their workers
+    /// [default: one per core, never more than --clients].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub runtime_threads: Option<u32>,
 
