@@ -14,6 +14,7 @@ use crate::metrics::Metrics;
 use crate::payload::PayloadSource;
 use crate::pool::HandlerPool;
 use crate::service_limits::ServiceLimits;
+use crate::timer::ServiceClock;
 use arc_swap::ArcSwap;
 use common::proto::{
     ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response,
@@ -101,7 +102,7 @@ impl Dispatcher {
         let fault = live.faults.draw(cmd, rng).cloned();
         drop(live);
 
-        let handler = match self.pool.acquire().await {
+        let mut handler = match self.pool.acquire().await {
             Ok(handler) => handler,
             Err(full) => {
                 self.metrics.rejected("queue_full");
@@ -112,8 +113,10 @@ impl Dispatcher {
                 )));
             }
         };
-        self.metrics.queue_wait(arrived.elapsed());
-        crate::timer::sleep(delay).await;
+        let start = handler.service_start(arrived);
+        self.metrics.queue_wait(start - arrived);
+        let mut clock = ServiceClock::starting_at(start);
+        clock.hold(delay).await;
         if let Some(kind) = &fault {
             self.metrics.fault_injected(&kind.kind_label());
         }
@@ -130,11 +133,12 @@ impl Dispatcher {
             Some(FaultKind::Drop) => Outcome::Drop,
             Some(FaultKind::Reset) => Outcome::Reset,
             Some(FaultKind::Stall(stall)) => {
-                crate::timer::sleep(stall).await;
-                self.serve_timed(req, rng).await
+                clock.hold(stall).await;
+                self.serve_timed(req, rng, &mut clock).await
             }
-            None => self.serve_timed(req, rng).await,
+            None => self.serve_timed(req, rng, &mut clock).await,
         };
+        handler.busy_until(clock.end());
         // The handler is free once the answer exists; a dropped request does not hold it.
         drop(handler);
         let (label, data, size) = match &outcome {
@@ -160,14 +164,19 @@ impl Dispatcher {
     }
 
     /// The DataNode's own work plus the shared disk's time for the chunk data it moved.
-    async fn serve_timed(&self, req: Request, rng: &mut SmallRng) -> Outcome {
+    async fn serve_timed(
+        &self,
+        req: Request,
+        rng: &mut SmallRng,
+        clock: &mut ServiceClock,
+    ) -> Outcome {
         let written = request_chunk_bytes(&req);
-        match self.serve(req).await {
+        match self.serve(req, clock).await {
             Ok(resp) => {
                 let moved = written + chunk_bytes(&resp);
                 if moved > 0 && self.disk.is_enabled() {
                     let wait = self.disk.reserve(moved, Instant::now(), rng);
-                    crate::timer::sleep(wait).await;
+                    clock.hold(wait).await;
                 }
                 Outcome::Answer(resp)
             }
@@ -176,7 +185,12 @@ impl Dispatcher {
     }
 
     /// Serves one request as the DataNode does. `Err` is a gRPC status that fails the stream.
-    pub async fn serve(&self, mut req: Request) -> Result<Response, Status> {
+    /// Holds (echo sleeps) run on the handler's `clock`.
+    pub async fn serve(
+        &self,
+        mut req: Request,
+        clock: &mut ServiceClock,
+    ) -> Result<Response, Status> {
         let Ok(cmd) = Type::try_from(req.cmd_type) else {
             // The codec rejects unknown required enum values before this point; kept for safety.
             return Ok(error(
@@ -190,7 +204,7 @@ impl Dispatcher {
             return Ok(error(&mut req, OzoneResult::ContainerNotFound, msg));
         }
         match cmd {
-            Type::Echo => self.echo(req).await,
+            Type::Echo => self.echo(req, clock).await,
             other => {
                 let msg = format!("Unsupported request type {}", other.as_str_name());
                 Ok(error(&mut req, OzoneResult::UnsupportedRequest, msg))
@@ -200,7 +214,7 @@ impl Dispatcher {
 
     /// `KeyValueHandler.handleEcho`: sleep `sleepTimeMs` on the handler, answer `payloadSizeResp`
     /// bytes of random data; the request payload is ignored.
-    async fn echo(&self, mut req: Request) -> Result<Response, Status> {
+    async fn echo(&self, mut req: Request, clock: &mut ServiceClock) -> Result<Response, Status> {
         let Some(echo) = req.echo.take() else {
             let msg = "Echo request has no echo field".to_string();
             return Ok(error(&mut req, OzoneResult::MalformedRequest, msg));
@@ -222,7 +236,7 @@ impl Dispatcher {
         }
         if let Some(ms) = echo.sleep_time_ms.filter(|&ms| ms > 0) {
             // The DataNode sleeps on its worker thread: the handler stays busy.
-            crate::timer::sleep(Duration::from_millis(ms as u64)).await;
+            clock.hold(Duration::from_millis(ms as u64)).await;
         }
         let mut resp = envelope(&mut req, OzoneResult::Success);
         resp.echo = Some(EchoResponseProto {
