@@ -119,31 +119,6 @@ impl Future for Sleep {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn sleeps_at_least_the_duration_and_zero_is_instant() {
-        let start = Instant::now();
-        sleep(Duration::from_millis(3)).await;
-        assert!(start.elapsed() >= Duration::from_millis(3));
-        let start = Instant::now();
-        sleep(Duration::ZERO).await;
-        assert!(start.elapsed() < Duration::from_millis(100));
-    }
-
-    #[tokio::test]
-    async fn many_concurrent_sleeps_all_finish() {
-        let tasks: Vec<_> = (0..200u64)
-            .map(|i| tokio::spawn(sleep(Duration::from_micros(100 * (i % 20)))))
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-    }
-}
-
 /// Sleeps until `deadline` with sub-millisecond accuracy.
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
@@ -181,5 +156,30 @@ impl ServiceClock {
     /// When the service ends, by the simulation's clock, if it ends now.
     pub fn end(&self) -> Instant {
         self.virtual_now + (Instant::now() - self.real_mark)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn sleeps_at_least_the_duration_and_zero_is_instant() {
+        let start = Instant::now();
+        sleep(Duration::from_millis(3)).await;
+        assert!(start.elapsed() >= Duration::from_millis(3));
+        let start = Instant::now();
+        sleep(Duration::ZERO).await;
+        assert!(start.elapsed() < Duration::from_millis(100));
+    }
+
+    #[tokio::test]
+    async fn many_concurrent_sleeps_all_finish() {
+        let tasks: Vec<_> = (0..200u64)
+            .map(|i| tokio::spawn(sleep(Duration::from_micros(100 * (i % 20)))))
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
     }
 }
