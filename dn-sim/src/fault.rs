@@ -453,11 +453,11 @@ mod tests {
             assert_eq!(s.kind.kind_label(), label);
             assert_eq!(s.kind.to_string().parse::<FaultKind>(), Ok(s.kind));
         }
-        for (code, name, _) in GRPC_CODES.iter().skip(1) {
-            let kind = FaultKind::Grpc(*code);
-            assert_eq!(kind.to_string(), format!("grpc:{name}"));
+        for n in 1..=16 {
+            let code = Code::from_i32(n);
+            let kind = FaultKind::Grpc(code);
+            assert_eq!(kind.to_string(), format!("grpc:{}", grpc_code_name(code)));
             assert_eq!(kind.to_string().parse::<FaultKind>(), Ok(kind));
-            assert_eq!(parse_grpc_code(&(*code as i32).to_string()), Some(*code));
         }
     }
 
