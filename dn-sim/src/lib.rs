@@ -5,7 +5,8 @@
 //!
 //! Modules mirror the DataNode's parts: [`service`] (stream handling, GrpcXceiverService),
 //! [`dispatcher`] (HddsDispatcher + KeyValueHandler), [`containers`] (the container set),
-//! [`server`] (XceiverServerGrpc: bind, serve, stop).
+//! [`server`] (XceiverServerGrpc: bind, serve, stop), [`store`] (containers, blocks and their
+//! bytes: memory, discard or block files).
 //!
 //! Models that the request path consults (pure: no sockets, no tasks):
 //! - [`delay`]: per-request service delays by command type (`--delay`);
@@ -25,6 +26,7 @@ pub mod payload;
 pub mod rng;
 pub mod server;
 pub mod service;
+pub mod store;
 pub mod target;
 
 pub use server::{Config, EmbeddedServer, RunningServer, run_until_signal, start};
