@@ -2,6 +2,7 @@
 
 use crate::containers::ContainerIds;
 use crate::server::Config;
+use crate::store::StoreKind;
 use clap::Parser;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -21,6 +22,21 @@ pub struct Args {
     #[arg(long, default_value = "1")]
     pub containers: ContainerIds,
 
+    /// Where block data goes: memory, discard (keep lengths and metadata, drop the bytes) or
+    /// dir:PATH (block files in the DataNode's layout, PATH/<containerID>/chunks/<localID>.block).
+    #[arg(long, default_value = "memory")]
+    pub store: StoreKind,
+
+    /// Block data the store may hold (memory or disk) before writes get DISK_OUT_OF_SPACE,
+    /// e.g. 1GB, 512MB (powers of 1024).
+    #[arg(long, default_value = "1GB", value_parser = parse_size)]
+    pub capacity: u64,
+
+    /// Verify the checksums of written chunks, as a DataNode with
+    /// hdds.datanode.chunk.data.validation.check=true: a mismatch answers IO_EXCEPTION.
+    #[arg(long)]
+    pub verify_checksums: bool,
+
     /// How long shutdown waits for in-flight requests (e.g. 10s).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -28,6 +44,10 @@ pub struct Args {
     /// Runtime worker threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    common::units::parse_size(s).map_err(|e| e.to_string())
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -39,6 +59,9 @@ impl Args {
         Config {
             listen: self.listen,
             containers: self.containers.clone(),
+            store: self.store.clone(),
+            capacity: self.capacity,
+            verify_checksums: self.verify_checksums,
             shutdown_grace: self.shutdown_grace,
         }
     }

@@ -1,26 +1,29 @@
 //! Per-request logic, in the order of Ozone's `HddsDispatcher.dispatchRequest`
-//! (shared/ozone/protocol.md §4): look up the container, route by `cmdType`, build the response
-//! envelope. Application errors are normal responses with `result != SUCCESS`; only failures the
-//! real DataNode reports through `onError` become a gRPC status.
+//! (shared/ozone/protocol.md §4): route by `cmdType` (Echo here, everything else to
+//! [`KeyValueHandler`], which also runs the container checks), build the response envelope.
+//! Application errors are normal responses with `result != SUCCESS`; only failures the real
+//! DataNode reports through `onError` become a gRPC status.
 
-use crate::containers::ContainerIds;
+use crate::keyvalue::KeyValueHandler;
 use crate::payload::PayloadSource;
+use crate::store::ContainerStore;
 use common::proto::{
     ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response,
     EchoResponseProto, Result as OzoneResult, Type,
 };
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::Status;
 
 pub struct Dispatcher {
-    containers: ContainerIds,
+    keyvalue: KeyValueHandler,
     payloads: PayloadSource,
 }
 
 impl Dispatcher {
-    pub fn new(containers: ContainerIds) -> Self {
+    pub fn new(store: Arc<ContainerStore>) -> Self {
         Self {
-            containers,
+            keyvalue: KeyValueHandler::new(store),
             payloads: PayloadSource::new(),
         }
     }
@@ -35,22 +38,19 @@ impl Dispatcher {
                 "Unsupported request type".into(),
             ));
         };
-        if cmd != Type::CreateContainer && !self.containers.contains(req.container_id) {
-            let msg = format!("ContainerID {} does not exist", req.container_id);
-            return Ok(error(&mut req, OzoneResult::ContainerNotFound, msg));
-        }
         match cmd {
             Type::Echo => self.echo(req).await,
-            other => {
-                let msg = format!("Unsupported request type {}", other.as_str_name());
-                Ok(error(&mut req, OzoneResult::UnsupportedRequest, msg))
-            }
+            other => Ok(self.keyvalue.handle(other, req).await),
         }
     }
 
     /// `KeyValueHandler.handleEcho`: sleep `sleepTimeMs` on the handler, answer `payloadSizeResp`
     /// bytes of random data; the request payload is ignored.
     async fn echo(&self, mut req: Request) -> Result<Response, Status> {
+        let container = match self.keyvalue.store().lookup(req.container_id) {
+            Ok(c) => c,
+            Err(e) => return Ok(error(&mut req, e.result, e.message)),
+        };
         let Some(echo) = req.echo.take() else {
             let msg = "Echo request has no echo field".to_string();
             return Ok(error(&mut req, OzoneResult::MalformedRequest, msg));
@@ -58,7 +58,11 @@ impl Dispatcher {
         let size = echo.payload_size_resp.unwrap_or(0);
         if size < 0 {
             // The DN allocates `new byte[size]`, which throws; the dispatcher answers with
-            // CONTAINER_INTERNAL_ERROR (protocol.md §5).
+            // CONTAINER_INTERNAL_ERROR (protocol.md §5), and a non-read-only echo is a failed
+            // write, which marks the container UNHEALTHY (§4 step 8).
+            if echo.read_only != Some(true) {
+                container.mark_unhealthy();
+            }
             let msg = format!("java.lang.NegativeArraySizeException: {size}");
             return Ok(error(&mut req, OzoneResult::ContainerInternalError, msg));
         }

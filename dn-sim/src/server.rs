@@ -4,6 +4,7 @@
 use crate::containers::ContainerIds;
 use crate::dispatcher::Dispatcher;
 use crate::service::XceiverService;
+use crate::store::{ContainerStore, StoreKind};
 use anyhow::Context;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolServiceServer;
 use std::net::SocketAddr;
@@ -18,8 +19,14 @@ use tonic::transport::server::TcpIncoming;
 pub struct Config {
     /// Address of the client port (the DataNode's 9859).
     pub listen: SocketAddr,
-    /// Pre-created containers.
+    /// Pre-created containers (OPEN).
     pub containers: ContainerIds,
+    /// Where block data goes: memory, discard or a directory (`--store`).
+    pub store: StoreKind,
+    /// Bytes of block data the store may hold before writes get DISK_OUT_OF_SPACE.
+    pub capacity: u64,
+    /// Verify the checksums of written chunks (`hdds.datanode.chunk.data.validation.check`).
+    pub verify_checksums: bool,
     /// How long a shutdown waits for in-flight requests and open streams.
     pub shutdown_grace: Duration,
 }
@@ -29,6 +36,9 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], common::DEFAULT_PORT)),
             containers: ContainerIds::single(1),
+            store: StoreKind::Memory,
+            capacity: crate::store::DEFAULT_CAPACITY,
+            verify_checksums: false,
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -60,7 +70,13 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         // and without it small answers stall ~40 ms on delayed ACKs.
         .with_nodelay(Some(true));
     let local_addr = incoming.local_addr()?;
-    let dispatcher = Arc::new(Dispatcher::new(config.containers.clone()));
+    let verifier = config
+        .verify_checksums
+        .then(crate::store::verify::default_verifier);
+    let store = ContainerStore::new(config.store.clone(), config.capacity, verifier)
+        .with_context(|| format!("cannot use --store {}", config.store))?;
+    store.precreate(&config.containers);
+    let dispatcher = Arc::new(Dispatcher::new(Arc::new(store)));
     let service = XceiverClientProtocolServiceServer::new(XceiverService::new(dispatcher))
         .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
         .max_encoding_message_size(common::MAX_MESSAGE_SIZE);
