@@ -604,7 +604,19 @@ impl Container {
             BlockBytes::Discard => Err(discard::read_error(self.id, local_id, offset, len)),
             BlockBytes::Dir(file) => {
                 let all = file.read(offset, len as usize).await.map_err(|e| {
-                    io_exception(format!("Read Chunk failed: {}: {e}", file.path().display()))
+                    let path = file.path().display();
+                    // As `ChunkUtils.readData` translates them: a missing file, a short read.
+                    match e.kind() {
+                        std::io::ErrorKind::NotFound => StoreError::new(
+                            OzoneResult::UnableToFindChunk,
+                            format!("Chunk file not found: {path}"),
+                        ),
+                        std::io::ErrorKind::UnexpectedEof => StoreError::new(
+                            OzoneResult::ContainerInternalError,
+                            format!("Unexpected read size. expected: {len}, {path}: {e}"),
+                        ),
+                        _ => io_exception(format!("Read Chunk failed: {path}: {e}")),
+                    }
                 })?;
                 Ok(split(all, piece))
             }

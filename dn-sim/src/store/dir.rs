@@ -12,11 +12,12 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
+/// A block file. It is opened for each read or write rather than kept open, so that a
+/// container with many blocks never runs out of file descriptors (the DataNode keeps a cache of
+/// open files with a 10-minute expiry instead); the open costs microseconds next to a request.
 #[derive(Debug)]
 pub(super) struct BlockFile {
-    file: Arc<File>,
     path: PathBuf,
 }
 
@@ -42,16 +43,12 @@ impl BlockFile {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            let file = OpenOptions::new()
-                .read(true)
+            OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(true)
                 .open(&path)?;
-            Ok(Self {
-                file: Arc::new(file),
-                path,
-            })
+            Ok(Self { path })
         })
         .await
     }
@@ -60,16 +57,28 @@ impl BlockFile {
         &self.path
     }
 
+    /// `pwrite` of all of `data` at `offset`.
     pub async fn write(&self, offset: u64, data: Bytes) -> io::Result<()> {
-        let file = Arc::clone(&self.file);
-        blocking(move || file.write_all_at(&data, offset)).await
+        let path = self.path.clone();
+        blocking(move || {
+            // Re-created if it vanished (as the DataNode's RandomAccessFile "rw" would), never
+            // truncated: an overwrite keeps the rest of the block.
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)?;
+            file.write_all_at(&data, offset)
+        })
+        .await
     }
 
-    /// Reads exactly `len` bytes at `offset` into one buffer; the caller slices it into pieces
-    /// without further copies.
+    /// `pread` of exactly `len` bytes at `offset` into one buffer; the caller slices it into
+    /// pieces without further copies. A missing file is `NotFound`, a short one `UnexpectedEof`.
     pub async fn read(&self, offset: u64, len: usize) -> io::Result<Bytes> {
-        let file = Arc::clone(&self.file);
+        let path = self.path.clone();
         blocking(move || {
+            let file = File::open(&path)?;
             let mut buf = vec![0u8; len];
             file.read_exact_at(&mut buf, offset)?;
             Ok(Bytes::from(buf))

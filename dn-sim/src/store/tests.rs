@@ -428,6 +428,22 @@ async fn dir_writes_block_files_in_the_datanode_layout() {
         Some(tmp.path().join("7").to_str().unwrap())
     );
     assert_eq!(s.used(), 8000);
+    // Files changed behind the store's back read as the DataNode reads them.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(4000)
+        .unwrap();
+    assert_eq!(
+        code(read_all(&c, 42, 3000, 2000).await),
+        OzoneResult::ContainerInternalError
+    );
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        code(read_all(&c, 42, 0, 10).await),
+        OzoneResult::UnableToFindChunk
+    );
 }
 
 #[tokio::test]
