@@ -23,7 +23,7 @@ pub struct Args {
     pub containers: ContainerIds,
 
     /// Where block data goes: memory, discard (keep lengths and metadata, drop the bytes) or
-    /// dir:PATH (block files in the DataNode's layout, PATH/<containerID>/chunks/<localID>.block).
+    /// dir:PATH (block files in the DataNode's layout, PATH/CONTAINER_ID/chunks/LOCAL_ID.block).
     #[arg(long, default_value = "memory")]
     pub store: StoreKind,
 
