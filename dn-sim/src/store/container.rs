@@ -1,89 +1,18 @@
-//! A container and its blocks, with the DataNode's rules: KeyValueContainer states,
-//! FilePerBlockStrategy for chunk data and BlockManagerImpl for block metadata
-//! (shared/ozone/protocol.md §6). Messages follow the DataNode's exception texts.
+//! A container: its state (OPEN, CLOSED, UNHEALTHY, …), its counters and its blocks, with the
+//! DataNode's container rules (`KeyValueContainer`, `KeyValueHandler.checkContainerOpen`,
+//! `BlockUtils.verifyBCSId`). The rules of one block's data and metadata are in `block.rs`;
+//! this file finds blocks, takes their locks and keeps the container's counters.
 
-use super::dir::{self, BlockFile};
-use super::memory::Segments;
-use super::{MAX_CONTAINER_SIZE, Shared, StoreError, StoreKind, StoreResult, discard, read, write};
-use bytes::{Bytes, BytesMut};
+use super::block::{At, Block, BlockState, PutBlock, no_such_block, read_piece_size};
+use super::{MAX_CONTAINER_SIZE, Shared, StoreError, StoreKind, StoreResult, read, write};
+use bytes::Bytes;
 use common::proto::container_data_proto::State;
 use common::proto::{
-    BlockData, ChecksumData, ChecksumType, ChunkInfo, ContainerDataProto, ContainerType,
-    DatanodeBlockId, Result as OzoneResult,
+    BlockData, ChunkInfo, ContainerDataProto, ContainerType, DatanodeBlockId, Result as OzoneResult,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-
-/// Read buffer size when a chunk's checksum type is NONE (`ozone.chunk.read.buffer.default.size`).
-pub const NONE_READ_BUFFER: u64 = 1 << 20;
-
-/// The largest read the DataNode serves (`OzoneConsts.OZONE_SCM_CHUNK_MAX_SIZE`).
-const MAX_READ: u64 = common::MAX_MESSAGE_SIZE as u64;
-
-/// Size of the pieces a ReadChunk answer is cut into (`ChunkManager.getBufferCapacityForChunkRead`):
-/// V0 answers one buffer; V1 one buffer per `bytesPerChecksum` window, 1 MiB pieces when the
-/// checksum type is NONE, and one buffer when `bytesPerChecksum` is 0.
-pub fn read_piece_size(checksum: &ChecksumData, len: u64, v1: bool) -> u64 {
-    let capacity = if !v1 {
-        len
-    } else if checksum.r#type == ChecksumType::None as i32 {
-        NONE_READ_BUFFER
-    } else {
-        u64::from(checksum.bytes_per_checksum)
-    };
-    if capacity == 0 {
-        len
-    } else {
-        capacity.min(len)
-    }
-}
-
-/// A PutBlock checked as the DataNode's `BlockData.getFromProtoBuf` checks it, in the form the
-/// store keeps: `size` = the sum of the chunk lengths, bcsId 0 (the gRPC path has no Ratis log
-/// index).
-#[derive(Clone, Debug, PartialEq)]
-pub struct PutBlock {
-    block: BlockData,
-    eof: bool,
-}
-
-impl PutBlock {
-    /// `eof`: whether the PutBlock ends the block (a PutBlock request without `eof` counts as
-    /// true; a piggybacked one as false). A `size` that differs from the chunk lengths' sum is
-    /// MALFORMED_REQUEST.
-    pub fn new(mut block: BlockData, eof: bool) -> StoreResult<Self> {
-        // Java sums the lengths as `long`s; wrapping keeps that behaviour for absurd inputs.
-        let sum = block
-            .chunks
-            .iter()
-            .fold(0i64, |acc, c| acc.wrapping_add(c.len as i64));
-        if let Some(size) = block.size
-            && size != sum
-        {
-            return Err(StoreError::new(
-                OzoneResult::MalformedRequest,
-                format!(
-                    "Size mismatch: BlockData.size is {size} but the lengths of its {} chunks \
-                     add up to {sum}",
-                    block.chunks.len()
-                ),
-            ));
-        }
-        block.size = Some(sum);
-        block.block_id.block_commit_sequence_id = Some(0);
-        Ok(Self { block, eof })
-    }
-
-    pub fn local_id(&self) -> i64 {
-        self.block.block_id.local_id
-    }
-
-    /// The `BlockData` as it will be stored and returned by GetBlock.
-    pub fn block(&self) -> &BlockData {
-        &self.block
-    }
-}
 
 /// One container of the store.
 pub struct Container {
@@ -110,26 +39,6 @@ impl std::fmt::Debug for Container {
             .field("block_count", &self.block_count())
             .finish_non_exhaustive()
     }
-}
-
-/// A block: its state behind an async lock (held across `dir` I/O).
-type Block = tokio::sync::RwLock<BlockState>;
-
-#[derive(Default)]
-struct BlockState {
-    /// The length of the block's data (the DataNode's block file length).
-    len: u64,
-    /// `None` until the first successful non-empty write: the block file does not exist.
-    bytes: Option<BlockBytes>,
-    /// The `BlockData` of the last PutBlock (the DataNode's RocksDB entry).
-    committed: Option<BlockData>,
-    finalized: bool,
-}
-
-enum BlockBytes {
-    Memory(Segments),
-    Discard,
-    Dir(BlockFile),
 }
 
 impl Container {
@@ -168,7 +77,7 @@ impl Container {
     /// Whether a block's data was finalized by FinalizeBlock.
     pub async fn is_finalized(&self, local_id: i64) -> bool {
         match self.block(local_id) {
-            Some(block) => block.read().await.finalized,
+            Some(block) => block.read().await.is_finalized(),
             None => false,
         }
     }
@@ -322,7 +231,7 @@ impl Container {
             .block(id.local_id)
             .ok_or_else(|| self.no_such_block(id))?;
         let state = block.read().await;
-        self.committed(&state, id)
+        state.committed(self.id, id)
     }
 
     /// GetCommittedBlockLength: the stored `size`, NO_SUCH_BLOCK when nothing was put.
@@ -333,8 +242,7 @@ impl Container {
             .ok_or_else(|| self.no_such_block(id))?;
         let state = block.read().await;
         let committed = state
-            .committed
-            .as_ref()
+            .committed_data()
             .ok_or_else(|| self.no_such_block(id))?;
         Ok(committed.size.unwrap_or(0))
     }
@@ -351,13 +259,12 @@ impl Container {
         self.verify_bcs_id(id)?;
         let Some(block) = self.block(id.local_id) else {
             let no_file = BlockState::default();
-            return self
-                .read_locked(&no_file, id.local_id, offset, len, piece)
+            return no_file
+                .read(&self.at(id.local_id), offset, len, piece)
                 .await;
         };
         let state = block.read().await;
-        self.read_locked(&state, id.local_id, offset, len, piece)
-            .await
+        state.read(&self.at(id.local_id), offset, len, piece).await
     }
 
     /// GetSmallFile: the committed block and the data of all its chunks, in order; per chunk one
@@ -372,14 +279,12 @@ impl Container {
             .block(id.local_id)
             .ok_or_else(|| self.no_such_block(id))?;
         let state = block.read().await;
-        let data = self.committed(&state, id)?;
+        let data = state.committed(self.id, id)?;
+        let at = self.at(id.local_id);
         let mut buffers = Vec::with_capacity(data.chunks.len());
         for chunk in &data.chunks {
             let piece = read_piece_size(&chunk.checksum_data, chunk.len, v1);
-            buffers.extend(
-                self.read_locked(&state, id.local_id, chunk.offset, chunk.len, piece)
-                    .await?,
-            );
+            buffers.extend(state.read(&at, chunk.offset, chunk.len, piece).await?);
         }
         Ok((data, buffers))
     }
@@ -418,7 +323,7 @@ impl Container {
             if out.len() == count {
                 break;
             }
-            if let Some(data) = &block.read().await.committed {
+            if let Some(data) = block.read().await.committed_data() {
                 out.push(data.clone());
             }
         }
@@ -434,11 +339,11 @@ impl Container {
             .block(id.local_id)
             .ok_or_else(|| self.no_such_block(id))?;
         let mut state = block.write().await;
-        let data = self.committed(&state, id)?;
-        if state.bytes.is_none() {
-            return Err(self.no_file(id.local_id));
+        let data = state.committed(self.id, id)?;
+        if !state.has_data() {
+            return Err(super::block::no_file(&self.at(id.local_id)));
         }
-        state.finalized = true;
+        state.finalize();
         Ok(data)
     }
 
@@ -459,7 +364,15 @@ impl Container {
         }
     }
 
-    /// `FilePerBlockStrategy.writeChunk` + `ChunkUtils.writeData`.
+    fn at(&self, local_id: i64) -> At<'_> {
+        At {
+            container: self.id,
+            local_id,
+            shared: &self.shared,
+        }
+    }
+
+    /// A write under the block's lock, counted in `bytesUsed`.
     async fn write_locked(
         &self,
         state: &mut BlockState,
@@ -467,160 +380,18 @@ impl Container {
         chunk: &ChunkInfo,
         data: Bytes,
     ) -> StoreResult<()> {
-        let (offset, len) = (chunk.offset, chunk.len);
-        if len == 0 {
-            return Ok(()); // "Skip writing empty chunk"
-        }
-        if offset > state.len {
-            return Err(StoreError::new(
-                OzoneResult::ChunkFileInconsistency,
-                format!(
-                    "Chunk offset {offset} does not match length {} of blockFile {local_id}.block",
-                    state.len
-                ),
-            ));
-        }
-        // Data shorter or longer than `len`: the DataNode checks the received buffer against
-        // `len` before writing (`ChunkUtils.validateBufferSize`) and answers INVALID_WRITE_SIZE.
-        // MALFORMED_REQUEST is its answer to a missing payload or a BlockData size mismatch,
-        // not to this.
-        if data.len() as u64 != len {
-            return Err(StoreError::new(
-                OzoneResult::InvalidWriteSize,
-                format!(
-                    "Unexpected buffer size. expected: {len}, actual: {}",
-                    data.len()
-                ),
-            ));
-        }
-        let end = offset + len; // no overflow: offset <= state.len and len fits in memory
-        let growth = end.saturating_sub(state.len);
-        self.shared.reserve(self.id, growth)?;
-        if let Err(e) = self.store_bytes(state, local_id, offset, data).await {
-            self.shared.release(growth);
-            return Err(e);
-        }
-        state.len = state.len.max(end);
+        let growth = state.write(&self.at(local_id), chunk, data).await?;
         self.bytes_used.fetch_add(growth, Ordering::AcqRel);
         Ok(())
     }
 
-    async fn store_bytes(
-        &self,
-        state: &mut BlockState,
-        local_id: i64,
-        offset: u64,
-        data: Bytes,
-    ) -> StoreResult<()> {
-        match &mut state.bytes {
-            Some(BlockBytes::Memory(segments)) => {
-                segments.write(offset, data);
-                Ok(())
-            }
-            Some(BlockBytes::Discard) => Ok(()),
-            Some(BlockBytes::Dir(file)) => file.write(offset, data).await.map_err(|e| {
-                io_exception(format!(
-                    "Write Chunk failed: {}: {e}",
-                    file.path().display()
-                ))
-            }),
-            None => {
-                let bytes = match &self.shared.kind {
-                    StoreKind::Memory => {
-                        let mut segments = Segments::default();
-                        segments.write(offset, data);
-                        BlockBytes::Memory(segments)
-                    }
-                    StoreKind::Discard => BlockBytes::Discard,
-                    StoreKind::Dir(root) => {
-                        let path = dir::block_path(root, self.id, local_id);
-                        let shown = path.display().to_string();
-                        let file = BlockFile::create(path).await.map_err(|e| {
-                            io_exception(format!("Write Chunk failed: cannot create {shown}: {e}"))
-                        })?;
-                        // A file that exists but whose first write failed counts as existing,
-                        // as in the DataNode (its length stays 0).
-                        let written = file.write(offset, data).await;
-                        state.bytes = Some(BlockBytes::Dir(file));
-                        return written.map_err(|e| {
-                            io_exception(format!("Write Chunk failed: {shown}: {e}"))
-                        });
-                    }
-                };
-                state.bytes = Some(bytes);
-                Ok(())
-            }
-        }
-    }
-
+    /// A PutBlock under the block's lock, counted in `blockCount` the first time.
     fn put_locked(&self, state: &mut BlockState, put: PutBlock) -> StoreResult<BlockData> {
-        // An end-of-block PutBlock that names chunks closes the block file, which must exist
-        // (`FilePerBlockStrategy.finishWriteChunks` → `verifyChunkFileExists`).
-        if put.eof && !put.block.chunks.is_empty() && state.bytes.is_none() {
-            return Err(self.no_file(put.local_id()));
-        }
-        if state.committed.is_none() {
+        let (block, first) = state.put(&self.at(put.local_id()), put)?;
+        if first {
             self.block_count.fetch_add(1, Ordering::AcqRel);
         }
-        state.committed = Some(put.block.clone());
-        Ok(put.block)
-    }
-
-    /// `ChunkManager.readChunk` + `ChunkUtils.readData`.
-    async fn read_locked(
-        &self,
-        state: &BlockState,
-        local_id: i64,
-        offset: u64,
-        len: u64,
-        piece: u64,
-    ) -> StoreResult<Vec<Bytes>> {
-        if len == 0 {
-            return Ok(vec![Bytes::new()]); // "Skip reading empty chunk"
-        }
-        if len > MAX_READ {
-            return Err(StoreError::new(
-                OzoneResult::UnsupportedRequest,
-                format!("Oversize read. max: {MAX_READ}, actual: {len}"),
-            ));
-        }
-        let Some(bytes) = &state.bytes else {
-            return Err(self.no_file(local_id));
-        };
-        if offset.checked_add(len).is_none_or(|end| end > state.len) {
-            // A FileChannel read at or past the end returns -1.
-            let actual = if offset >= state.len {
-                -1
-            } else {
-                (state.len - offset) as i64
-            };
-            return Err(StoreError::new(
-                OzoneResult::ContainerInternalError,
-                format!("Unexpected read size. expected: {len}, actual: {actual}"),
-            ));
-        }
-        match bytes {
-            BlockBytes::Memory(segments) => Ok(segments.read(offset, len, piece)),
-            BlockBytes::Discard => Err(discard::read_error(self.id, local_id, offset, len)),
-            BlockBytes::Dir(file) => {
-                let all = file.read(offset, len as usize).await.map_err(|e| {
-                    let path = file.path().display();
-                    // As `ChunkUtils.readData` translates them: a missing file, a short read.
-                    match e.kind() {
-                        std::io::ErrorKind::NotFound => StoreError::new(
-                            OzoneResult::UnableToFindChunk,
-                            format!("Chunk file not found: {path}"),
-                        ),
-                        std::io::ErrorKind::UnexpectedEof => StoreError::new(
-                            OzoneResult::ContainerInternalError,
-                            format!("Unexpected read size. expected: {len}, {path}: {e}"),
-                        ),
-                        _ => io_exception(format!("Read Chunk failed: {path}: {e}")),
-                    }
-                })?;
-                Ok(split(all, piece))
-            }
-        }
+        Ok(block)
     }
 
     /// `BlockUtils.verifyBCSId`: a bcsId above the container's is UNKNOWN_BCSID.
@@ -640,84 +411,7 @@ impl Container {
         Ok(())
     }
 
-    /// The committed `BlockData`: NO_SUCH_BLOCK without a PutBlock, BCSID_MISMATCH when the
-    /// stored bcsId is below the requested one.
-    fn committed(&self, state: &BlockState, id: &DatanodeBlockId) -> StoreResult<BlockData> {
-        let data = state
-            .committed
-            .as_ref()
-            .ok_or_else(|| self.no_such_block(id))?;
-        let requested = id.block_commit_sequence_id.unwrap_or(0);
-        let stored = data.block_id.block_commit_sequence_id.unwrap_or(0);
-        if stored < requested {
-            return Err(StoreError::new(
-                OzoneResult::BcsidMismatch,
-                format!(
-                    "bcsId {requested} mismatches with existing block Id {stored} for block {}.",
-                    block_name(self.id, id)
-                ),
-            ));
-        }
-        Ok(data.clone())
-    }
-
     fn no_such_block(&self, id: &DatanodeBlockId) -> StoreError {
-        StoreError::new(
-            OzoneResult::NoSuchBlock,
-            format!(
-                "Unable to find the block. BlockID : {}",
-                block_name(self.id, id)
-            ),
-        )
+        no_such_block(self.id, id)
     }
-
-    fn no_file(&self, local_id: i64) -> StoreError {
-        let path = match &self.shared.kind {
-            StoreKind::Dir(root) => dir::block_path(root, self.id, local_id)
-                .display()
-                .to_string(),
-            _ => format!("{}/chunks/{local_id}.block", self.id),
-        };
-        StoreError::new(
-            OzoneResult::UnableToFindChunk,
-            format!("Chunk file not found: {path}"),
-        )
-    }
-}
-
-/// `BlockID.toString()` of the DataNode.
-fn block_name(container: i64, id: &DatanodeBlockId) -> String {
-    format!(
-        "conID: {container} locID: {} bcsId: {}",
-        id.local_id,
-        id.block_commit_sequence_id.unwrap_or(0)
-    )
-}
-
-fn io_exception(message: String) -> StoreError {
-    StoreError::new(OzoneResult::IoException, message)
-}
-
-/// Cuts one buffer into `piece`-byte slices without copying.
-fn split(all: Bytes, piece: u64) -> Vec<Bytes> {
-    let piece = piece.max(1) as usize;
-    if all.len() <= piece {
-        return vec![all];
-    }
-    (0..all.len())
-        .step_by(piece)
-        .map(|at| all.slice(at..all.len().min(at + piece)))
-        .collect()
-}
-
-/// Joins buffers into one, without copying when there is only one.
-pub fn concat(mut buffers: Vec<Bytes>) -> Bytes {
-    if buffers.len() == 1 {
-        return buffers.pop().expect("one buffer");
-    }
-    let mut joined = BytesMut::with_capacity(buffers.iter().map(Bytes::len).sum());
-    for b in &buffers {
-        joined.extend_from_slice(b);
-    }
-    joined.freeze()
 }

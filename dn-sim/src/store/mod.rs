@@ -7,8 +7,8 @@
 //!   ([`StoreKind`]), the capacity and the optional [`ChecksumVerifier`].
 //! - [`Container`] (`container.rs`): state (OPEN, CLOSED, UNHEALTHY, …), usage counters and the
 //!   container's blocks, ordered by localID (for ListBlock).
-//! - A block: its length (the length of the DataNode's block file), its bytes in one of the
-//!   backends, and the `BlockData` of its last PutBlock. FILE_PER_BLOCK: chunk offsets are
+//! - A block (`block.rs`): its length (the length of the DataNode's block file), its bytes in one
+//!   of the backends, and the `BlockData` of its last PutBlock. FILE_PER_BLOCK: chunk offsets are
 //!   block-relative, a write appends at the current length or overwrites below it.
 //! - Backends: [`memory`](memory.rs) (zero-copy `Bytes` segments), [`discard`](discard.rs)
 //!   (lengths and metadata only) and [`dir`](dir.rs) (real block files in the DataNode's
@@ -33,6 +33,7 @@
 //! - Usage is counted in atomics: the store's `used` bytes (checked against `--capacity` with a
 //!   compare-and-swap reservation) and each container's `bytesUsed` and `blockCount`.
 
+mod block;
 mod container;
 mod dir;
 mod discard;
@@ -42,7 +43,8 @@ pub mod verify;
 #[cfg(test)]
 mod tests;
 
-pub use container::{Container, NONE_READ_BUFFER, PutBlock, concat, read_piece_size};
+pub use block::{NONE_READ_BUFFER, PutBlock, concat, read_piece_size};
+pub use container::Container;
 pub use verify::{ChecksumVerifier, CrcVerifier};
 
 use crate::containers::ContainerIds;
