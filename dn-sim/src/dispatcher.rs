@@ -123,6 +123,7 @@ impl Dispatcher {
             self.metrics.fault_injected(&kind.kind_label());
         }
         let container_id = req.container_id;
+        let written = request_chunk_bytes(&req);
         let outcome = match fault {
             Some(FaultKind::Result(result)) => {
                 let mut req = req;
@@ -147,7 +148,11 @@ impl Dispatcher {
             Outcome::Answer(resp) => {
                 let label =
                     OzoneResult::try_from(resp.result).map_or("UNKNOWN", |r| r.as_str_name());
-                (label.to_string(), chunk_bytes(resp), resp.encoded_len())
+                (
+                    label.to_string(),
+                    written + chunk_bytes(resp),
+                    resp.encoded_len(),
+                )
             }
             Outcome::Fail(status) => {
                 let code = crate::fault::grpc_code_name(status.code());

@@ -1203,3 +1203,21 @@ fn flags_resolve_into_the_config() {
         assert!(dn_sim::cli::Args::try_parse_from(["dn-sim", bad[0], bad[1]]).is_err());
     }
 }
+
+#[tokio::test]
+async fn chunk_bytes_are_counted_under_the_datanode_metric_names() {
+    let (server, mut c) = default_server().await;
+    let d = data(5000, 3);
+    expect(
+        &mut c,
+        write_chunk(1, 9, 0, d.clone()),
+        OzoneResult::Success,
+    )
+    .await;
+    let prom = server.metrics().render_prom(&server.dispatcher().pool);
+    let line = prom
+        .lines()
+        .find(|l| l.starts_with("storage_container_metrics_bytes_write_chunk{"))
+        .unwrap();
+    assert!(line.ends_with(" 5000"), "{line}");
+}
