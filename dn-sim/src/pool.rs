@@ -4,11 +4,22 @@
 //! wait in FIFO order (tokio's semaphore is fair). The queue is unbounded as in the DataNode unless
 //! `--max-queue` bounds it; then a request that finds it full is rejected.
 //!
+//! Service time runs on a virtual timeline per handler. A real DataNode thread that finishes a
+//! request picks up the next queued one at once; here the hand-over is a task wake-up, which on
+//! a busy machine can take milliseconds. So each handler remembers when its previous request
+//! ended by the simulation's clock (`free_at`), and the next request's service starts at
+//! `max(its arrival, free_at)` rather than at the moment its task happened to run. Scheduling
+//! noise then delays answers a little but does not lower throughput, and H handlers with service
+//! time D serve H/D requests per second as Little's law says. The virtual clock never runs ahead of
+//! the real one (`free_at` is at most the real release time).
+//!
 //! The pool can be resized while serving: growing adds handlers at once; shrinking retires idle
 //! handlers at once and busy ones as they finish, so running requests complete undisturbed.
 
+use crossbeam_queue::SegQueue;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::Instant;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
 /// The queue was full (`--max-queue`).
@@ -19,6 +30,8 @@ pub struct QueueFull {
 
 pub struct HandlerPool {
     permits: Arc<Semaphore>,
+    /// Idle handlers' clocks; never fewer than the available permits.
+    idle: Arc<SegQueue<Instant>>,
     size: AtomicUsize,
     waiting: AtomicUsize,
     /// `usize::MAX` = unbounded.
@@ -29,13 +42,44 @@ pub struct HandlerPool {
 
 /// A busy handler; dropping it frees the handler.
 pub struct Handler {
+    idle: Arc<SegQueue<Instant>>,
+    /// When this handler finished its previous request, by the simulation's clock.
+    free_at: Instant,
+    /// When it will be free again; set by [`Handler::busy_until`].
+    next_free_at: Option<Instant>,
     _permit: OwnedSemaphorePermit,
+}
+
+impl Handler {
+    /// When the service of a request that arrived at `arrived` starts on this handler.
+    pub fn service_start(&self, arrived: Instant) -> Instant {
+        arrived.max(self.free_at)
+    }
+
+    /// Records when this request's service ends by the simulation's clock.
+    pub fn busy_until(&mut self, end: Instant) {
+        self.next_free_at = Some(end.min(Instant::now()));
+    }
+}
+
+impl Drop for Handler {
+    fn drop(&mut self) {
+        // The clock goes back before the permit, so the next holder always finds one.
+        self.idle
+            .push(self.next_free_at.unwrap_or_else(Instant::now));
+    }
 }
 
 impl HandlerPool {
     pub fn new(size: usize, max_queue: Option<usize>) -> Self {
+        let idle = Arc::new(SegQueue::new());
+        let now = Instant::now();
+        for _ in 0..size {
+            idle.push(now);
+        }
         Self {
             permits: Arc::new(Semaphore::new(size)),
+            idle,
             size: AtomicUsize::new(size),
             waiting: AtomicUsize::new(0),
             max_queue: AtomicUsize::new(max_queue.unwrap_or(usize::MAX)),
@@ -43,10 +87,20 @@ impl HandlerPool {
         }
     }
 
+    fn handler(&self, permit: OwnedSemaphorePermit) -> Handler {
+        let free_at = self.idle.pop().unwrap_or_else(Instant::now);
+        Handler {
+            idle: Arc::clone(&self.idle),
+            free_at,
+            next_free_at: None,
+            _permit: permit,
+        }
+    }
+
     /// Waits for a free handler, in arrival order.
     pub async fn acquire(&self) -> Result<Handler, QueueFull> {
         if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
-            return Ok(Handler { _permit: permit });
+            return Ok(self.handler(permit));
         }
         let bound = self.max_queue.load(Relaxed);
         // Reserve a queue slot; give it back if the queue is full.
@@ -60,7 +114,7 @@ impl HandlerPool {
             .acquire_owned()
             .await
             .expect("the pool's semaphore is never closed");
-        Ok(Handler { _permit: permit })
+        Ok(self.handler(permit))
     }
 
     /// Configured number of handlers.
@@ -95,16 +149,26 @@ impl HandlerPool {
         let _guard = self.resize.lock().await;
         let old = self.size.swap(new_size, Relaxed);
         if new_size > old {
+            let now = Instant::now();
+            for _ in old..new_size {
+                self.idle.push(now);
+            }
             self.permits.add_permits(new_size - old);
         } else if new_size < old {
             let excess = old - new_size;
             let retired = self.permits.forget_permits(excess);
+            for _ in 0..retired {
+                self.idle.pop();
+            }
             let remaining = excess - retired;
             if remaining > 0 {
-                let permits = Arc::clone(&self.permits);
+                let (permits, idle) = (Arc::clone(&self.permits), Arc::clone(&self.idle));
                 tokio::spawn(async move {
                     if let Ok(p) = permits.acquire_many_owned(remaining as u32).await {
                         p.forget();
+                        for _ in 0..remaining {
+                            idle.pop();
+                        }
                     }
                 });
             }
@@ -159,5 +223,24 @@ mod tests {
                 .is_err()
         );
         assert_eq!(pool.size(), 1);
+    }
+
+    #[tokio::test]
+    async fn service_continues_from_the_previous_requests_end() {
+        let pool = HandlerPool::new(1, None);
+        let t0 = Instant::now();
+        let mut h = pool.acquire().await.unwrap();
+        let start = h.service_start(t0);
+        assert!(start >= t0);
+        let planned_end = start + Duration::from_millis(5);
+        tokio::time::sleep(Duration::from_millis(8)).await; // woke up late
+        h.busy_until(planned_end);
+        drop(h);
+        // A request that was queued since t0 starts where the previous one ended, not now.
+        let h = pool.acquire().await.unwrap();
+        assert_eq!(h.service_start(t0), planned_end);
+        // One that arrives later starts at its arrival.
+        let later = Instant::now();
+        assert_eq!(h.service_start(later), later);
     }
 }

@@ -119,6 +119,46 @@ impl Future for Sleep {
     }
 }
 
+/// Sleeps until `deadline` with sub-millisecond accuracy.
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        registered: false,
+    }
+}
+
+/// The time a handler spends on one request, on the simulation's clock (see `pool.rs`): service
+/// starts at a virtual instant, each hold (injected delay, echo sleep, disk wait, stall) advances
+/// it, and real work between holds counts as it happens. Sleeping until the virtual instant,
+/// rather than for a duration from whenever the task runs, keeps wake-up latency out of the
+/// service time.
+pub struct ServiceClock {
+    virtual_now: Instant,
+    real_mark: Instant,
+}
+
+impl ServiceClock {
+    pub fn starting_at(start: Instant) -> Self {
+        Self {
+            virtual_now: start,
+            real_mark: Instant::now(),
+        }
+    }
+
+    /// Holds the handler for `d` more.
+    pub async fn hold(&mut self, d: Duration) {
+        let now = Instant::now();
+        self.virtual_now += now - self.real_mark + d;
+        sleep_until(self.virtual_now).await;
+        self.real_mark = Instant::now();
+    }
+
+    /// When the service ends, by the simulation's clock, if it ends now.
+    pub fn end(&self) -> Instant {
+        self.virtual_now + (Instant::now() - self.real_mark)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
