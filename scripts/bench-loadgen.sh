@@ -2,7 +2,8 @@
 # Is loadgen ever the bottleneck? loadgen and h2load (nghttp2-client) against one dn-sim, 0-byte
 # read-only echoes, alternating in the same run:
 #   1. throughput: 4 connections × 32 requests in flight (h2load -c 4 -m 32; loadgen --clients 4
-#      -t 128 with a new stream per request, as h2load; loadgen persistent streams for reference);
+#      -t 128 with a new stream per request, as h2load; loadgen persistent streams for reference),
+#      with each client's CPU per request;
 #   2. latency: one connection, one request in flight; median from h2load's --log-file and from
 #      loadgen's JSON.
 # h2load sends a pre-encoded gRPC frame (load-generators.md §4) with the headers loadgen sends
@@ -41,7 +42,7 @@ for _ in $(seq 50); do
 done
 
 # The gRPC frame of one Echo: containerID 1, datanodeUuid "dn", payloadSizeResp 0, readOnly.
-python3 - "$work/req.bin" <<'EOF'
+python3 - "$work/req.bin" <<'PY'
 import struct, sys
 def v(n):
     b = bytearray()
@@ -52,51 +53,79 @@ def f(k, wt, x): return v(k << 3 | wt) + (v(x) if wt == 0 else v(len(x)) + x)
 echo = f(2, 0, 0) + f(4, 0, 1)
 msg = f(1, 0, 22) + f(3, 0, 1) + f(4, 2, b'dn') + f(26, 2, echo)
 open(sys.argv[1], 'wb').write(b'\x00' + struct.pack('>I', len(msg)) + msg)
-EOF
+PY
 url="http://127.0.0.1:$port/hadoop.hdds.datanode.XceiverClientProtocolService/send"
-h2() {
-    h2load "$@" -d "$work/req.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
-        -H 'grpc-timeout: 30000m' "$url"
+h2_args=(-d "$work/req.bin" -H 'content-type: application/grpc' -H 'te: trailers'
+    -H 'grpc-timeout: 30000m')
+
+# Runs a command with its stdout in $work/out; prints the CPU seconds (user + system) it used.
+cpu_of() {
+    python3 - "$work/out" "$@" <<'PY'
+import resource, subprocess, sys
+with open(sys.argv[1], "w") as out:
+    rc = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.DEVNULL).returncode
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{r.ru_utime + r.ru_stime:.3f}")
+sys.exit(rc)
+PY
 }
-# h2load's req/s; fails unless every request got a 2xx.
+
+# h2load: "req/s µs-of-CPU-per-request"; fails unless every request got a 2xx.
 h2load_rate() {
-    local out
-    out=$(h2 -n "$requests" -c 4 -m 32 -t 1)
-    echo "$out" | grep -q "status codes: $requests 2xx" || { echo "h2load: not all 2xx: $out" >&2; return 1; }
-    echo "$out" | sed -nE 's/^finished in .*s, ([0-9.]+) req\/s.*/\1/p'
+    local cpu
+    cpu=$(cpu_of h2load -n "$requests" -c 4 -m 32 -t 1 "${h2_args[@]}" "$url")
+    grep -q "status codes: $requests 2xx" "$work/out" || {
+        echo "h2load: not all 2xx" >&2
+        cat "$work/out" >&2
+        return 1
+    }
+    python3 - "$work/out" "$cpu" "$requests" <<'PY'
+import re, sys
+rate = float(re.search(r"finished in .*s, ([0-9.]+) req/s", open(sys.argv[1]).read()).group(1))
+print(f"{rate:.0f} {float(sys.argv[2]) * 1e6 / int(sys.argv[3]):.1f}")
+PY
 }
-# loadgen's requests/s from its JSON; fails on any failure.
+
+# loadgen: "req/s median-ms µs-of-CPU-per-request" from its JSON; fails on any failure.
 loadgen_json() {
-    "$BIN/loadgen" echo --target "127.0.0.1:$port" --format json "$@" 2>/dev/null >"$work/lg.json"
-    python3 - "$work/lg.json" "$1" <<'EOF'
+    local cpu
+    cpu=$(cpu_of "$BIN/loadgen" echo --target "127.0.0.1:$port" --format json "$@")
+    python3 - "$work/out" "$cpu" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["totals"]["failures"] == 0, r["errors"]
-print(f'{r["throughput"]["requests_per_s"]:.0f} {r["latency"]["uncorrected"]["percentiles"][0]["ms"]:.4f} {r["generator"]["cpu_share"]:.2f}')
-EOF
+n = r["totals"]["requests"]
+p50 = [p["ms"] for p in r["latency"]["uncorrected"]["percentiles"] if p["percentile"] == 50][0]
+print(f'{r["throughput"]["requests_per_s"]:.0f} {p50:.4f} {float(sys.argv[2]) * 1e6 / n:.1f}')
+PY
 }
 
 echo "## Throughput: 0-byte echo, 4 connections × 32 in flight, $requests requests per run, $rounds rounds"
 echo
-echo "| round | h2load -t 1 (req/s) | loadgen, stream per request (req/s) | loadgen, stream per request, --runtime-threads 1 (req/s) | loadgen, persistent streams --pipeline 32 (req/s) |"
+echo "| round | h2load -t 1 | loadgen, stream per request | loadgen, stream per request, --runtime-threads 1 | loadgen, persistent streams, --pipeline 32 |"
 echo "|---:|---:|---:|---:|---:|"
-h_sum=0; l_sum=0; l1_sum=0; p_sum=0
+: >"$work/rows"
 for r in $(seq "$rounds"); do
-    h=$(h2load_rate)
-    read -r l _ _ < <(loadgen_json -n "$requests" --clients 4 -t 128)
-    read -r l1 _ _ < <(loadgen_json -n "$requests" --clients 4 -t 128 --runtime-threads 1)
-    read -r p _ _ < <(loadgen_json -n "$requests" --clients 4 -t 4 --stream-mode persistent --pipeline 32)
-    echo "| $r | ${h%.*} | $l | $l1 | $p |"
-    h_sum=$(python3 -c "print($h_sum + $h)"); l_sum=$((l_sum + l)); l1_sum=$((l1_sum + l1)); p_sum=$((p_sum + p))
+    read -r h hc < <(h2load_rate)
+    read -r l _ lc < <(loadgen_json -n "$requests" --clients 4 -t 128)
+    read -r l1 _ l1c < <(loadgen_json -n "$requests" --clients 4 -t 128 --runtime-threads 1)
+    read -r p _ pc < <(loadgen_json -n "$requests" --clients 4 -t 4 --stream-mode persistent --pipeline 32)
+    echo "| $r | $h req/s ($hc µs CPU/req) | $l req/s ($lc µs) | $l1 req/s ($l1c µs) | $p req/s ($pc µs) |"
+    echo "$h $hc $l $lc $l1 $l1c $p $pc" >>"$work/rows"
 done
-python3 - "$h_sum" "$l_sum" "$l1_sum" "$p_sum" "$rounds" <<'EOF'
+python3 - "$work/rows" <<'PY'
 import sys
-h, l, l1, p, n = (float(x) for x in sys.argv[1:])
-print(f"| mean | {h/n:.0f} | {l/n:.0f} | {l1/n:.0f} | {p/n:.0f} |")
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+m = [sum(c) / len(rows) for c in zip(*rows)]
+print(f"| mean | {m[0]:.0f} req/s ({m[1]:.1f} µs CPU/req) | {m[2]:.0f} req/s ({m[3]:.1f} µs) | "
+      f"{m[4]:.0f} req/s ({m[5]:.1f} µs) | {m[6]:.0f} req/s ({m[7]:.1f} µs) |")
 print()
-print(f"loadgen / h2load throughput ratio, same stream pattern: {l/h:.2f} (default I/O threads), "
-      f"{l1/h:.2f} (1 I/O thread, as h2load -t 1); persistent streams: {p/h:.2f}")
-EOF
+print(f"loadgen / h2load throughput, same stream pattern: {m[2] / m[0]:.2f} (default I/O threads), "
+      f"{m[4] / m[0]:.2f} (1 I/O thread, as h2load -t 1); persistent streams: {m[6] / m[0]:.2f}.")
+print(f"Client CPU per request: h2load {m[1]:.1f} µs; loadgen {m[3]:.1f} µs (default) and "
+      f"{m[5]:.1f} µs (1 I/O thread) with a stream per request, {m[7]:.1f} µs with persistent "
+      f"streams. Client and dn-sim share the cores, so the client's CPU is taken from the server.")
+PY
 
 echo
 echo "## Latency: 0-byte echo, 1 connection, 1 in flight, $latency_requests requests per run"
@@ -105,12 +134,14 @@ echo "| round | h2load median (ms) | loadgen median (ms) | loadgen / h2load |"
 echo "|---:|---:|---:|---:|"
 ratios=""
 for r in $(seq "$rounds"); do
-    h2 -n "$latency_requests" -c 1 -m 1 -t 1 --log-file "$work/h2.log" >/dev/null
-    hmed=$(python3 -c "
+    h2load -n "$latency_requests" -c 1 -m 1 -t 1 "${h2_args[@]}" --log-file "$work/h2.log" "$url" >/dev/null
+    hmed=$(python3 - "$work/h2.log" <<'PY'
 import statistics, sys
-d = [int(l.split()[2]) for l in open('$work/h2.log') if l.strip()]
-print(f'{statistics.median(d) / 1000:.4f}')")
-    read -r _ lmed _ < <(loadgen_json -n "$latency_requests" --clients 1 -t 1 --percentiles 50)
+d = [int(l.split()[2]) for l in open(sys.argv[1]) if l.strip()]
+print(f"{statistics.median(d) / 1000:.4f}")
+PY
+)
+    read -r _ lmed _ < <(loadgen_json -n "$latency_requests" --clients 1 -t 1)
     ratio=$(python3 -c "print(f'{$lmed / $hmed:.2f}')")
     ratios="$ratios $ratio"
     echo "| $r | $hmed | $lmed | $ratio |"

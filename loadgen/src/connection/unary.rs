@@ -8,7 +8,8 @@
 //! the connection breaks, the first worker to notice re-establishes it (under a lock taken only
 //! on that path); the others pick up the new one.
 
-use crate::outcome::{ErrorKind, Failure};
+use crate::outcome::{Answer, ErrorKind, Failure};
+use crate::workload::Workload;
 use bytes::{Buf, Bytes, BytesMut};
 use common::proto::ContainerCommandResponseProto;
 use common::wire::RequiredFields;
@@ -37,6 +38,9 @@ pub struct UnaryClient {
     conn: Arc<UnaryConnection>,
     generation: u64,
     send: SendRequest<Bytes>,
+    /// Responses are decoded into this one (a response is 1.3 KB: decoding in place saves
+    /// copying it up the call chain and allocating per request).
+    response: Box<ContainerCommandResponseProto>,
 }
 
 async fn handshake(hostport: &str, timeout: Duration) -> Result<SendRequest<Bytes>, String> {
@@ -93,6 +97,7 @@ impl UnaryConnection {
             conn: Arc::clone(self),
             generation: guard.0,
             send: guard.1.clone(),
+            response: Box::default(),
         }
     }
 }
@@ -122,9 +127,17 @@ impl UnaryClient {
         Ok(())
     }
 
-    /// One request on a new stream: `frame` is the gRPC-framed request message. The caller bounds
-    /// the time; dropping this future resets the stream.
-    pub async fn call(&mut self, frame: Bytes) -> Result<ContainerCommandResponseProto, Failure> {
+    /// One request on a new stream: `frame` is the gRPC-framed request message; the answer is
+    /// judged by `workload`. The caller bounds the time; dropping this future resets the stream.
+    pub async fn call(&mut self, frame: Bytes, workload: &dyn Workload) -> Answer {
+        match self.exchange(frame).await {
+            Ok(()) => crate::engine::request::judge(workload, &self.response),
+            Err(failure) => Answer::Failure(failure),
+        }
+    }
+
+    /// Sends `frame` and decodes the answer into `self.response`.
+    async fn exchange(&mut self, frame: Bytes) -> Result<(), Failure> {
         if futures_util::future::poll_fn(|cx| self.send.poll_ready(cx))
             .await
             .is_err()
@@ -184,7 +197,7 @@ impl UnaryClient {
             check_status(trailers)?;
         }
         let data = more.map_or(data, BytesMut::freeze);
-        decode_message(data)
+        decode_message(data, &mut self.response)
     }
 }
 
@@ -249,8 +262,11 @@ fn http_to_grpc(status: http::StatusCode) -> Code {
     }
 }
 
-/// One gRPC-framed message → the response, with Ozone's required-field check.
-fn decode_message(mut data: Bytes) -> Result<ContainerCommandResponseProto, Failure> {
+/// One gRPC-framed message → `into`, with Ozone's required-field check.
+fn decode_message(
+    mut data: Bytes,
+    into: &mut ContainerCommandResponseProto,
+) -> Result<(), Failure> {
     let invalid = |m: String| Failure::new(ErrorKind::Grpc(Code::Internal as i32), m);
     if data.len() < 5 {
         return Err(invalid("the stream ended without a response".to_string()));
@@ -269,7 +285,8 @@ fn decode_message(mut data: Bytes) -> Result<ContainerCommandResponseProto, Fail
     let message = data.slice(..len);
     ContainerCommandResponseProto::check_required(&message)
         .map_err(|e| invalid(format!("{}: {e}", common::codec::INVALID_PROTOBUF)))?;
-    ContainerCommandResponseProto::decode(message)
+    into.clear();
+    into.merge(message)
         .map_err(|e| invalid(format!("{}: {e}", common::codec::INVALID_PROTOBUF)))
 }
 
@@ -299,8 +316,13 @@ mod tests {
         };
         let framed = grpc_frame(&resp);
         assert_eq!(framed[0], 0);
-        assert_eq!(decode_message(framed).unwrap(), resp);
-        assert!(decode_message(Bytes::from_static(&[0, 0, 0])).is_err());
+        let mut into = ContainerCommandResponseProto {
+            message: Some("left over".into()),
+            ..Default::default()
+        };
+        decode_message(framed, &mut into).unwrap();
+        assert_eq!(into, resp);
+        assert!(decode_message(Bytes::from_static(&[0, 0, 0]), &mut into).is_err());
         let mut h = http::HeaderMap::new();
         assert!(check_status(&h).is_ok());
         h.insert("grpc-status", HeaderValue::from_static("0"));

@@ -88,7 +88,7 @@ impl Worker {
         let Some(front) = self.inflight.pop_front() else {
             return;
         };
-        let answer = judge(&*self.ctx.workload, resp);
+        let answer = judge(&*self.ctx.workload, &resp);
         self.finish(front, answer);
     }
 

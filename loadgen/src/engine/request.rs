@@ -18,15 +18,15 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
 /// Turns a response into an answer: `result != SUCCESS` is a failure of kind `result:NAME`.
-pub fn judge(workload: &dyn Workload, resp: ContainerCommandResponseProto) -> Answer {
+pub fn judge(workload: &dyn Workload, resp: &ContainerCommandResponseProto) -> Answer {
     if resp.result == OzoneResult::Success as i32 {
         Answer::Success {
-            bytes: workload.response_bytes(&resp),
+            bytes: workload.response_bytes(resp),
         }
     } else {
         Answer::Failure(Failure::new(
             ErrorKind::Ozone(resp.result),
-            resp.message.unwrap_or_default(),
+            resp.message.clone().unwrap_or_default(),
         ))
     }
 }
@@ -91,9 +91,8 @@ pub async fn attempt(
     frame: Bytes,
     deadline: &mut Deadline,
 ) -> Answer {
-    match deadline.run(client.call(frame)).await {
-        Some(Ok(resp)) => judge(workload, resp),
-        Some(Err(failure)) => Answer::Failure(failure),
+    match deadline.run(client.call(frame, workload)).await {
+        Some(answer) => answer,
         None => Answer::Failure(deadline_failure(deadline.timeout())),
     }
 }
