@@ -164,7 +164,7 @@ pub struct CommonArgs {
     pub container_id: i64,
 
     /// loadgen's I/O threads, each driving its share of the connections with their workers
-    /// [default: one per core, never more than --clients].
+    /// [default: half the cores, at least 1, never more than --clients].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub runtime_threads: Option<u32>,
 
