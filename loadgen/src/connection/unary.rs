@@ -23,7 +23,8 @@ use tonic::Code;
 
 const PATH: &str = "/hadoop.hdds.datanode.XceiverClientProtocolService/send";
 
-/// One HTTP/2 connection to the target, re-established when it breaks.
+/// One HTTP/2 connection to the target, re-established when it breaks. Must be opened and used
+/// inside a `LocalSet` (loadgen's I/O threads).
 pub struct UnaryConnection {
     hostport: String,
     uri: Uri,
@@ -57,7 +58,9 @@ async fn handshake(hostport: &str, timeout: Duration) -> Result<SendRequest<Byte
             .handshake::<_, Bytes>(tcp)
             .await
             .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
+        // The connection task runs on the same thread and queue as its workers (an I/O thread's
+        // LocalSet), so waking one from the other is a local queue push.
+        tokio::task::spawn_local(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("connection ended: {e}");
             }
