@@ -64,11 +64,11 @@ python3 - "$work/result.json" "$first" "$last" "$max" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 first, last, peak = (float(x) for x in sys.argv[2:5])
+pct = lambda q: [p["ms"] for p in r["latency"]["corrected"]["percentiles"] if p["percentile"] == q][0]
 print(f"RSS at start: {first:.1f} MiB, at end: {last:.1f} MiB, peak: {peak:.1f} MiB "
       f"(goal: under 64 MiB and flat); change start→end: {last - first:+.1f} MiB")
 print(f"requests: {r['totals']['requests']} ({r['totals']['failures']} failed) in "
       f"{r['elapsed_s']:.0f} s = {r['throughput']['requests_per_s']:.0f} requests/s; "
-      f"p50 {r['latency']['corrected']['percentiles'][0]['ms']:.3f} ms, "
-      f"p99.99 {[p['ms'] for p in r['latency']['corrected']['percentiles'] if p['percentile'] == 99.99][0]:.3f} ms; "
+      f"p50 {pct(50):.3f} ms, p99.99 {pct(99.99):.3f} ms; "
       f"time series points: {len(r['series'])}")
 EOF

@@ -86,7 +86,7 @@ pub struct LatencyJson {
     pub mean_ms: f64,
     pub stddev_ms: f64,
     pub max_ms: f64,
-    /// `--percentiles` first, then the fixed spectrum (p10 … p99.999).
+    /// `--percentiles` and the fixed spectrum (p10 … p99.999), ascending.
     pub percentiles: Vec<PercentileValue>,
     pub histogram: HistogramData,
 }
@@ -120,21 +120,16 @@ pub struct GeneratorJson {
 }
 
 fn latency(h: &LatencyHistogram, chosen: &[f64]) -> LatencyJson {
-    let mut percentiles: Vec<PercentileValue> = chosen
-        .iter()
-        .map(|&p| PercentileValue {
+    let mut list: Vec<f64> = chosen.iter().chain(SPECTRUM.iter()).copied().collect();
+    list.sort_by(f64::total_cmp);
+    list.dedup();
+    let percentiles = list
+        .into_iter()
+        .map(|p| PercentileValue {
             percentile: p,
             ms: h.percentile_ms(p),
         })
         .collect();
-    for p in SPECTRUM {
-        if !chosen.contains(&p) {
-            percentiles.push(PercentileValue {
-                percentile: p,
-                ms: h.percentile_ms(p),
-            });
-        }
-    }
     LatencyJson {
         count: h.count(),
         min_ms: h.min_ms(),
