@@ -1,4 +1,4 @@
-//! Thread per core, as h2load's `-t`: the connections are spread over I/O threads, each with a
+//! I/O threads, as h2load's `-t`: the connections are spread over I/O threads, each with a
 //! single-threaded runtime that drives its connections and their workers. A connection's tasks
 //! and its workers never wake each other across threads, and the connection's state is never
 //! contended, which keeps loadgen's CPU per request low (it shares the machine with the target
