@@ -21,6 +21,7 @@ pub mod delay;
 pub mod disk;
 pub mod dispatcher;
 pub mod fault;
+pub mod health;
 pub mod limits;
 pub mod metrics;
 pub mod payload;
