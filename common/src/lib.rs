@@ -6,6 +6,7 @@
 
 pub mod checksum;
 pub mod codec;
+pub mod grpc;
 pub mod proto;
 pub mod rates;
 pub mod stats;

@@ -10,6 +10,7 @@ use crate::fault::{FaultPlan, FaultSpec};
 use crate::health::HealthcheckArgs;
 use crate::server::Config;
 use crate::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
+use crate::store::StoreKind;
 use crate::target::Assignment;
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -149,6 +150,20 @@ pub struct Args {
     /// HTTP listener for /prom, /metrics and /config (the DataNode's HTTP port), or `none`.
     #[arg(long, env = "DN_SIM_METRICS_LISTEN", default_value = "127.0.0.1:9882", value_parser = parse_optional_addr)]
     pub metrics_listen: OptionalAddr,
+    /// Where block data goes: memory, discard (keep lengths and metadata, drop the bytes) or
+    /// dir:PATH (block files in the DataNode's layout, PATH/CONTAINER_ID/chunks/LOCAL_ID.block).
+    #[arg(long, env = "DN_SIM_STORE", default_value = "memory")]
+    pub store: StoreKind,
+
+    /// Block data the store may hold (memory or disk) before writes get DISK_OUT_OF_SPACE,
+    /// e.g. 1GB, 512MB (powers of 1024).
+    #[arg(long, env = "DN_SIM_CAPACITY", default_value = "1GB", value_parser = parse_size)]
+    pub capacity: u64,
+
+    /// Verify the checksums of written chunks, as a DataNode with
+    /// hdds.datanode.chunk.data.validation.check=true: a mismatch answers IO_EXCEPTION.
+    #[arg(long, env = "DN_SIM_VERIFY_CHECKSUMS")]
+    pub verify_checksums: bool,
 
     /// How long shutdown waits for in-flight requests (e.g. 10s).
     #[arg(long, env = "DN_SIM_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
@@ -256,6 +271,10 @@ fn parse_optional_addr(s: &str) -> Result<OptionalAddr, String> {
         .map_err(|_| format!("'{s}' is not HOST:PORT or none"))
 }
 
+fn parse_size(s: &str) -> Result<u64, String> {
+    common::units::parse_size(s).map_err(|e| e.to_string())
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     common::units::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -317,6 +336,9 @@ impl Args {
         let config = Config {
             listen,
             containers: self.containers.clone(),
+            store: self.store.clone(),
+            capacity: self.capacity,
+            verify_checksums: self.verify_checksums,
             shutdown_grace: self.shutdown_grace,
             handler_count,
             max_queue: self.max_queue.map(|n| n as usize),

@@ -1,5 +1,5 @@
-//! The set of containers this DataNode holds. Echo and reads require the container to exist
-//! (shared/ozone/protocol.md §4); `--containers` pre-creates them.
+//! The `--containers` list: the containers dn-sim creates (OPEN) at start. The containers
+//! themselves live in [`crate::store`].
 
 use std::fmt;
 use std::str::FromStr;

@@ -2,18 +2,19 @@
 //! request, takes a handler from the pool (waiting in FIFO order), draws the injected delay and
 //! fault, holds the handler through the delay, and records metrics. [`Dispatcher::serve`] is the
 //! DataNode itself, in the order of Ozone's `HddsDispatcher.dispatchRequest`
-//! (shared/ozone/protocol.md §4): look up the container, route by `cmdType`, build the response
-//! envelope. Application errors are normal responses with `result != SUCCESS`; only failures the
+//! (shared/ozone/protocol.md §4): route by `cmdType` (Echo here, everything else to
+//! [`KeyValueHandler`], which also runs the container checks), build the response envelope. Application errors are normal responses with `result != SUCCESS`; only failures the
 //! real DataNode reports through `onError` become a gRPC status.
 
-use crate::containers::ContainerIds;
 use crate::delay::DelayModel;
 use crate::disk::DiskModel;
 use crate::fault::{FaultKind, FaultPlan};
+use crate::keyvalue::KeyValueHandler;
 use crate::metrics::Metrics;
 use crate::payload::PayloadSource;
 use crate::pool::HandlerPool;
 use crate::service_limits::ServiceLimits;
+use crate::store::ContainerStore;
 use crate::timer::ServiceClock;
 use arc_swap::ArcSwap;
 use common::proto::{
@@ -22,6 +23,7 @@ use common::proto::{
 };
 use prost::Message;
 use rand::rngs::SmallRng;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tonic::Status;
 
@@ -48,7 +50,7 @@ pub enum Outcome {
 }
 
 pub struct Dispatcher {
-    containers: ContainerIds,
+    keyvalue: KeyValueHandler,
     payloads: PayloadSource,
     pub pool: HandlerPool,
     pub live: ArcSwap<LiveSettings>,
@@ -59,14 +61,14 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     pub fn new(
-        containers: ContainerIds,
+        store: Arc<ContainerStore>,
         pool: HandlerPool,
         live: LiveSettings,
         disk: DiskModel,
         limits: ServiceLimits,
     ) -> Self {
         Self {
-            containers,
+            keyvalue: KeyValueHandler::new(store),
             payloads: PayloadSource::new(),
             pool,
             live: ArcSwap::from_pointee(live),
@@ -121,6 +123,7 @@ impl Dispatcher {
             self.metrics.fault_injected(&kind.kind_label());
         }
         let container_id = req.container_id;
+        let written = request_chunk_bytes(&req);
         let outcome = match fault {
             Some(FaultKind::Result(result)) => {
                 let mut req = req;
@@ -145,7 +148,11 @@ impl Dispatcher {
             Outcome::Answer(resp) => {
                 let label =
                     OzoneResult::try_from(resp.result).map_or("UNKNOWN", |r| r.as_str_name());
-                (label.to_string(), chunk_bytes(resp), resp.encoded_len())
+                (
+                    label.to_string(),
+                    written + chunk_bytes(resp),
+                    resp.encoded_len(),
+                )
             }
             Outcome::Fail(status) => {
                 let code = crate::fault::grpc_code_name(status.code());
@@ -199,22 +206,19 @@ impl Dispatcher {
                 "Unsupported request type".into(),
             ));
         };
-        if cmd != Type::CreateContainer && !self.containers.contains(req.container_id) {
-            let msg = format!("ContainerID {} does not exist", req.container_id);
-            return Ok(error(&mut req, OzoneResult::ContainerNotFound, msg));
-        }
         match cmd {
             Type::Echo => self.echo(req, clock).await,
-            other => {
-                let msg = format!("Unsupported request type {}", other.as_str_name());
-                Ok(error(&mut req, OzoneResult::UnsupportedRequest, msg))
-            }
+            other => Ok(self.keyvalue.handle(other, req).await),
         }
     }
 
     /// `KeyValueHandler.handleEcho`: sleep `sleepTimeMs` on the handler, answer `payloadSizeResp`
     /// bytes of random data; the request payload is ignored.
     async fn echo(&self, mut req: Request, clock: &mut ServiceClock) -> Result<Response, Status> {
+        let container = match self.keyvalue.store().lookup(req.container_id) {
+            Ok(c) => c,
+            Err(e) => return Ok(error(&mut req, e.result, e.message)),
+        };
         let Some(echo) = req.echo.take() else {
             let msg = "Echo request has no echo field".to_string();
             return Ok(error(&mut req, OzoneResult::MalformedRequest, msg));
@@ -222,7 +226,11 @@ impl Dispatcher {
         let size = echo.payload_size_resp.unwrap_or(0);
         if size < 0 {
             // The DN allocates `new byte[size]`, which throws; the dispatcher answers with
-            // CONTAINER_INTERNAL_ERROR (protocol.md §5).
+            // CONTAINER_INTERNAL_ERROR (protocol.md §5), and a non-read-only echo is a failed
+            // write, which marks the container UNHEALTHY (§4 step 8).
+            if echo.read_only != Some(true) {
+                container.mark_unhealthy();
+            }
             let msg = format!("java.lang.NegativeArraySizeException: {size}");
             return Ok(error(&mut req, OzoneResult::ContainerInternalError, msg));
         }

@@ -4,8 +4,10 @@
 //! path without a cluster.
 //!
 //! Modules mirror the DataNode's parts: [`service`] (stream handling, GrpcXceiverService),
-//! [`dispatcher`] (HddsDispatcher + KeyValueHandler), [`containers`] (the container set),
-//! [`server`] (XceiverServerGrpc: bind, serve, stop).
+//! [`dispatcher`] (HddsDispatcher: routing, Echo, envelopes), [`keyvalue`] (KeyValueHandler: one
+//! function per command type, and the dispatcher's container checks), [`store`] (containers,
+//! blocks and their bytes: memory, discard or block files), [`containers`] (the `--containers`
+//! list), [`server`] (XceiverServerGrpc: bind, serve, stop).
 //!
 //! Models that the request path consults (pure: no sockets, no tasks):
 //! - [`delay`]: per-request service delays by command type (`--delay`);
@@ -22,6 +24,7 @@ pub mod disk;
 pub mod dispatcher;
 pub mod fault;
 pub mod health;
+pub mod keyvalue;
 pub mod limits;
 pub mod metrics;
 pub mod payload;
@@ -31,6 +34,7 @@ pub mod rng;
 pub mod server;
 pub mod service;
 pub mod service_limits;
+pub mod store;
 pub mod target;
 pub mod timer;
 

@@ -12,6 +12,7 @@ use crate::reset::ResetLayer;
 use crate::rng::RngFactory;
 use crate::service::XceiverService;
 use crate::service_limits::{LimitPolicy, LimitRates, ServiceLimits};
+use crate::store::{ContainerStore, StoreKind};
 use anyhow::Context;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolServiceServer;
 use futures_util::StreamExt;
@@ -31,8 +32,14 @@ use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
 pub struct Config {
     /// Address of the client port (the DataNode's 9859).
     pub listen: SocketAddr,
-    /// Pre-created containers.
+    /// Pre-created containers (OPEN).
     pub containers: ContainerIds,
+    /// Where block data goes: memory, discard or a directory (`--store`).
+    pub store: StoreKind,
+    /// Bytes of block data the store may hold before writes get DISK_OUT_OF_SPACE.
+    pub capacity: u64,
+    /// Verify the checksums of written chunks (`hdds.datanode.chunk.data.validation.check`).
+    pub verify_checksums: bool,
     /// How long a shutdown waits for in-flight requests and open streams.
     pub shutdown_grace: Duration,
     /// Handlers serving requests (the DataNode's gRPC worker pool).
@@ -59,6 +66,9 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], common::DEFAULT_PORT)),
             containers: ContainerIds::single(1),
+            store: StoreKind::Memory,
+            capacity: crate::store::DEFAULT_CAPACITY,
+            verify_checksums: false,
             shutdown_grace: Duration::from_secs(10),
             handler_count: 10,
             max_queue: None,
@@ -100,8 +110,14 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let disk = DiskModel::new(config.disk_bandwidth, config.disk_latency.clone())
         .context("--disk-bandwidth")?;
     let pool = HandlerPool::new(config.handler_count, config.max_queue);
+    let verifier = config
+        .verify_checksums
+        .then(crate::store::verify::default_verifier);
+    let store = ContainerStore::new(config.store.clone(), config.capacity, verifier)
+        .with_context(|| format!("cannot use --store {}", config.store))?;
+    store.precreate(&config.containers);
     let dispatcher = Arc::new(Dispatcher::new(
-        config.containers.clone(),
+        Arc::new(store),
         pool,
         config.live.clone(),
         disk,

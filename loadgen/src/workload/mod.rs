@@ -1,6 +1,7 @@
 //! Workloads: what each request is. The engine decides when and where requests go; a workload
 //! only builds them and judges their answers.
 
+pub mod block_writer;
 pub mod echo;
 
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};

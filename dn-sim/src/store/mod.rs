@@ -1,0 +1,313 @@
+//! The container store: containers, their blocks and the blocks' bytes, with the DataNode's
+//! rules for them (shared/ozone/protocol.md §4 and §6). [`crate::keyvalue`] turns requests into
+//! calls of this API; the store knows nothing of requests, responses or gRPC.
+//!
+//! ## Layout
+//! - [`ContainerStore`]: every container by ID, plus what all containers share: the backend
+//!   ([`StoreKind`]), the capacity and the optional [`ChecksumVerifier`].
+//! - [`Container`] (`container.rs`): state (OPEN, CLOSED, UNHEALTHY, …), usage counters and the
+//!   container's blocks, ordered by localID (for ListBlock).
+//! - A block (`block.rs`): its length (the length of the DataNode's block file), its bytes in one
+//!   of the backends, and the `BlockData` of its last PutBlock. FILE_PER_BLOCK: chunk offsets are
+//!   block-relative, a write appends at the current length or overwrites below it.
+//! - Backends: [`memory`](memory.rs) (zero-copy `Bytes` segments), [`discard`](discard.rs)
+//!   (lengths and metadata only) and [`dir`](dir.rs) (real block files in the DataNode's
+//!   `<containerID>/chunks/<localID>.block` layout).
+//!
+//! ## Concurrency
+//! There is no global lock on the request path:
+//! - Containers live in [`SHARDS`] `std::sync::RwLock<HashMap>` shards chosen by container ID.
+//!   A lookup takes one shard's read lock for a hash probe and an `Arc` clone; only creating a
+//!   container takes a write lock. Readers never block each other, and creations (rare: start-up,
+//!   CreateContainer, auto-create) block only 1/64 of lookups for a moment. This is what `dashmap`
+//!   does internally, without the dependency; a lock-free map (`papaya`) would save an atomic per
+//!   lookup, which is noise next to a gRPC request.
+//! - A container's blocks are a `std::sync::RwLock<BTreeMap>`: read-locked to find a block,
+//!   write-locked only to add one (once per block). These std locks are never held across an
+//!   `.await`.
+//! - Each block has a `tokio::sync::RwLock`: writes of one block (WriteChunk, PutBlock, and the
+//!   write + PutBlock pairs of a piggybacked PutBlock or PutSmallFile) are serialized, as the
+//!   DataNode's per-file lock does, while reads share it. It is async because the `dir` backend
+//!   holds it across its file I/O on the blocking pool. Streams writing different blocks never
+//!   wait for each other.
+//! - Usage is counted in atomics: the store's `used` bytes (checked against `--capacity` with a
+//!   compare-and-swap reservation) and each container's `bytesUsed` and `blockCount`.
+
+mod block;
+mod container;
+mod dir;
+mod discard;
+mod memory;
+pub mod verify;
+
+#[cfg(test)]
+mod tests;
+
+pub use block::{NONE_READ_BUFFER, PutBlock, concat, read_piece_size};
+pub use container::Container;
+pub use verify::ChecksumVerifier;
+
+use crate::containers::ContainerIds;
+use common::proto::Result as OzoneResult;
+use common::proto::container_data_proto::State;
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Number of container-map shards.
+pub const SHARDS: usize = 64;
+
+/// `--capacity` default: 1 GiB.
+pub const DEFAULT_CAPACITY: u64 = 1 << 30;
+
+/// `ozone.scm.container.size` (5 GB), reported as `ContainerDataProto.size`.
+pub const MAX_CONTAINER_SIZE: i64 = 5 << 30;
+
+/// Where block bytes go (`--store`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In memory, as `Bytes` segments (default).
+    #[default]
+    Memory,
+    /// Keep lengths, block metadata and checksums, drop the bytes: long write benchmarks run in
+    /// constant memory for data; reading data back fails with `UNABLE_TO_FIND_CHUNK`.
+    Discard,
+    /// Real block files under this directory, in the DataNode's layout.
+    Dir(PathBuf),
+}
+
+impl StoreKind {
+    /// Whether the backend holds the bytes it is given (and so counts them against capacity).
+    pub fn holds_data(&self) -> bool {
+        !matches!(self, StoreKind::Discard)
+    }
+}
+
+impl FromStr for StoreKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "memory" => Ok(StoreKind::Memory),
+            "discard" => Ok(StoreKind::Discard),
+            _ => match s.strip_prefix("dir:") {
+                Some(path) if !path.is_empty() => Ok(StoreKind::Dir(PathBuf::from(path))),
+                _ => Err(format!(
+                    "'{s}' is not a store (memory, discard or dir:PATH, e.g. dir:/tmp/dn-sim)"
+                )),
+            },
+        }
+    }
+}
+
+impl fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreKind::Memory => f.write_str("memory"),
+            StoreKind::Discard => f.write_str("discard"),
+            StoreKind::Dir(path) => write!(f, "dir:{}", path.display()),
+        }
+    }
+}
+
+/// A failed store operation: the DataNode's result code and its message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreError {
+    pub result: OzoneResult,
+    pub message: String,
+}
+
+impl StoreError {
+    pub fn new(result: OzoneResult, message: impl Into<String>) -> Self {
+        Self {
+            result,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.result.as_str_name(), self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What every container of a store shares.
+pub(crate) struct Shared {
+    kind: StoreKind,
+    capacity: u64,
+    /// Bytes held by the backend (always 0 for `discard`).
+    used: AtomicU64,
+    verifier: Option<Arc<dyn ChecksumVerifier>>,
+}
+
+impl Shared {
+    /// Reserves `n` more bytes, or answers DISK_OUT_OF_SPACE without reserving anything.
+    fn reserve(&self, container: i64, n: u64) -> StoreResult<()> {
+        if n == 0 || !self.kind.holds_data() {
+            return Ok(());
+        }
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|&total| total <= self.capacity)
+            })
+            .map(|_| ())
+            .map_err(|used| {
+                StoreError::new(
+                    OzoneResult::DiskOutOfSpace,
+                    format!(
+                        "Container {container}: cannot write {n} more bytes, dn-sim's {} store \
+                         holds {used} of its {} bytes (--capacity)",
+                        self.kind, self.capacity
+                    ),
+                )
+            })
+    }
+
+    fn release(&self, n: u64) {
+        if n > 0 && self.kind.holds_data() {
+            self.used.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+}
+
+/// One shard of the container map.
+type Shard = RwLock<HashMap<i64, Arc<Container>>>;
+
+/// All containers of the simulated DataNode.
+pub struct ContainerStore {
+    shared: Arc<Shared>,
+    shards: Box<[Shard]>,
+}
+
+impl ContainerStore {
+    /// An empty store. `dir:PATH` creates `PATH` if needed; an unusable path is an error here,
+    /// at start-up, not at the first write.
+    pub fn new(
+        kind: StoreKind,
+        capacity: u64,
+        verifier: Option<Arc<dyn ChecksumVerifier>>,
+    ) -> std::io::Result<Self> {
+        if let StoreKind::Dir(root) = &kind {
+            std::fs::create_dir_all(root)?;
+        }
+        Ok(Self {
+            shared: Arc::new(Shared {
+                kind,
+                capacity,
+                used: AtomicU64::new(0),
+                verifier,
+            }),
+            shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+        })
+    }
+
+    /// A memory store with the default capacity and no checksum verification.
+    pub fn in_memory() -> Self {
+        Self::new(StoreKind::Memory, DEFAULT_CAPACITY, None).expect("a memory store needs no I/O")
+    }
+
+    /// Creates the `--containers` set, OPEN; IDs that already exist are left alone.
+    pub fn precreate(&self, ids: &ContainerIds) {
+        for id in ids.iter() {
+            self.get_or_create(id);
+        }
+    }
+
+    pub fn kind(&self) -> &StoreKind {
+        &self.shared.kind
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.shared.capacity
+    }
+
+    /// Bytes the backend holds (block lengths summed; 0 for `discard`).
+    pub fn used(&self) -> u64 {
+        self.shared.used.load(Ordering::Acquire)
+    }
+
+    /// The DataNode's volume-full check (protocol.md §4 step 6): no room for a single byte.
+    pub fn is_full(&self) -> bool {
+        self.shared.kind.holds_data() && self.used() >= self.shared.capacity
+    }
+
+    pub fn verifies_checksums(&self) -> bool {
+        self.shared.verifier.is_some()
+    }
+
+    fn shard(&self, id: i64) -> &Shard {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(id);
+        &self.shards[(hash % SHARDS as u64) as usize]
+    }
+
+    pub fn get(&self, id: i64) -> Option<Arc<Container>> {
+        read(self.shard(id)).get(&id).cloned()
+    }
+
+    /// The container, or CONTAINER_NOT_FOUND "ContainerID N does not exist".
+    pub fn lookup(&self, id: i64) -> StoreResult<Arc<Container>> {
+        self.get(id).ok_or_else(|| {
+            StoreError::new(
+                OzoneResult::ContainerNotFound,
+                format!("ContainerID {id} does not exist"),
+            )
+        })
+    }
+
+    /// CreateContainer: a new container in `state` (OPEN unless the request says otherwise), or
+    /// CONTAINER_ALREADY_EXISTS.
+    pub fn create(&self, id: i64, state: State) -> StoreResult<Arc<Container>> {
+        let mut shard = write(self.shard(id));
+        if shard.contains_key(&id) {
+            return Err(StoreError::new(
+                OzoneResult::ContainerAlreadyExists,
+                "Container creation failed because key value container already exists",
+            ));
+        }
+        let container = Arc::new(Container::new(id, state, Arc::clone(&self.shared)));
+        shard.insert(id, Arc::clone(&container));
+        Ok(container)
+    }
+
+    /// The container, created OPEN if absent (the auto-create of WriteChunk, PutBlock and
+    /// PutSmallFile, and `--containers`).
+    pub fn get_or_create(&self, id: i64) -> Arc<Container> {
+        if let Some(c) = self.get(id) {
+            return c;
+        }
+        let mut shard = write(self.shard(id));
+        Arc::clone(
+            shard.entry(id).or_insert_with(|| {
+                Arc::new(Container::new(id, State::Open, Arc::clone(&self.shared)))
+            }),
+        )
+    }
+
+    /// Number of containers.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| read(s).len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A poisoned std lock only means another request panicked while holding it; the maps stay
+/// consistent (every update is a single insert), so serving goes on.
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}

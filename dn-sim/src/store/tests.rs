@@ -1,0 +1,785 @@
+//! The store API against the DataNode's rules, and a property test against a simple model
+//! (a `Vec<u8>` per block).
+
+use super::*;
+use bytes::Bytes;
+use common::proto::{BlockData, ChecksumData, ChecksumType, ChunkInfo, DatanodeBlockId};
+use proptest::prelude::*;
+
+const C: i64 = 7;
+
+fn store(kind: StoreKind, capacity: u64) -> ContainerStore {
+    let store = ContainerStore::new(kind, capacity, None).unwrap();
+    store.precreate(&C.to_string().parse().unwrap());
+    store
+}
+
+fn bid(local_id: i64) -> DatanodeBlockId {
+    DatanodeBlockId {
+        container_id: C,
+        local_id,
+        ..Default::default()
+    }
+}
+
+fn chunk(offset: u64, len: u64) -> ChunkInfo {
+    ChunkInfo {
+        chunk_name: format!("chunk_{offset}"),
+        offset,
+        len,
+        checksum_data: ChecksumData {
+            r#type: ChecksumType::None as i32,
+            bytes_per_checksum: 16 << 10,
+            checksums: Vec::new(),
+        },
+        ..Default::default()
+    }
+}
+
+fn data(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+fn block_data(local_id: i64, chunks: Vec<ChunkInfo>, size: Option<i64>) -> BlockData {
+    BlockData {
+        block_id: bid(local_id),
+        chunks,
+        size,
+        ..Default::default()
+    }
+}
+
+async fn write(c: &Container, local_id: i64, offset: u64, d: Bytes) -> StoreResult<()> {
+    c.write_chunk(&bid(local_id), &chunk(offset, d.len() as u64), d)
+        .await
+}
+
+async fn read_all(c: &Container, local_id: i64, offset: u64, len: u64) -> StoreResult<Vec<u8>> {
+    Ok(c.read_chunk(&bid(local_id), offset, len, len)
+        .await?
+        .concat())
+}
+
+fn code<T: std::fmt::Debug>(r: StoreResult<T>) -> OzoneResult {
+    r.expect_err("an error").result
+}
+
+#[test]
+fn store_kinds_parse_and_print() {
+    assert_eq!("memory".parse(), Ok(StoreKind::Memory));
+    assert_eq!("discard".parse(), Ok(StoreKind::Discard));
+    assert_eq!(
+        "dir:/tmp/x".parse(),
+        Ok(StoreKind::Dir(PathBuf::from("/tmp/x")))
+    );
+    for bad in ["", "dir:", "disk", "Memory"] {
+        assert!(bad.parse::<StoreKind>().is_err(), "{bad}");
+    }
+    assert_eq!(StoreKind::Dir("/a".into()).to_string(), "dir:/a");
+}
+
+#[test]
+fn containers_are_created_found_and_refused_twice() {
+    let s = store(StoreKind::Memory, 100);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s.lookup(C).unwrap().state(), State::Open);
+    let e = s.lookup(8).unwrap_err();
+    assert_eq!(e.result, OzoneResult::ContainerNotFound);
+    assert_eq!(e.message, "ContainerID 8 does not exist");
+    assert_eq!(
+        s.create(C, State::Open).unwrap_err().result,
+        OzoneResult::ContainerAlreadyExists
+    );
+    assert_eq!(s.create(9, State::Closed).unwrap().state(), State::Closed);
+    assert_eq!(s.get_or_create(10).state(), State::Open);
+    assert_eq!(s.len(), 3);
+}
+
+#[test]
+fn container_states_follow_the_datanode() {
+    let s = store(StoreKind::Memory, 100);
+    let c = s.lookup(C).unwrap();
+    assert_eq!(c.check_open(), Ok(()));
+    c.close().unwrap();
+    assert_eq!(c.state(), State::Closed);
+    c.close().unwrap(); // idempotent
+    let e = c.check_open().unwrap_err();
+    assert_eq!(e.result, OzoneResult::ClosedContainerIo);
+    assert!(e.message.ends_with("ContainerState is CLOSED"), "{e}");
+    assert!(!c.mark_unhealthy(), "a CLOSED container stays CLOSED");
+
+    let u = s.get_or_create(11);
+    assert!(u.mark_unhealthy());
+    assert!(!u.mark_unhealthy());
+    assert_eq!(code(u.check_open()), OzoneResult::ContainerUnhealthy);
+    assert_eq!(code(u.close()), OzoneResult::ContainerUnhealthy);
+    let q = s.create(12, State::QuasiClosed).unwrap();
+    assert_eq!(code(q.check_open()), OzoneResult::ClosedContainerIo);
+    q.close().unwrap();
+    let i = s.create(13, State::Invalid).unwrap();
+    assert_eq!(code(i.check_open()), OzoneResult::InvalidContainerState);
+    assert_eq!(code(i.close()), OzoneResult::InvalidContainerState);
+}
+
+#[tokio::test]
+async fn file_per_block_write_rules() {
+    let s = store(StoreKind::Memory, 1 << 20);
+    let c = s.lookup(C).unwrap();
+    write(&c, 1, 0, data(100, 1)).await.unwrap();
+    write(&c, 1, 100, data(50, 2)).await.unwrap(); // append
+    write(&c, 1, 10, data(20, 3)).await.unwrap(); // overwrite below the length
+    write(&c, 1, 140, data(30, 4)).await.unwrap(); // overwrite that extends
+    let mut model = [data(100, 1).to_vec(), data(50, 2).to_vec()].concat();
+    model[10..30].copy_from_slice(&data(20, 3));
+    model.truncate(140);
+    model.extend_from_slice(&data(30, 4));
+    assert_eq!(read_all(&c, 1, 0, 170).await.unwrap(), model);
+    assert_eq!(c.bytes_used(), 170);
+    assert_eq!(s.used(), 170);
+
+    // A gap above the length.
+    let e = write(&c, 1, 171, data(5, 5)).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::ChunkFileInconsistency);
+    assert_eq!(
+        e.message,
+        "Chunk offset 171 does not match length 170 of blockFile 1.block"
+    );
+    // Data shorter or longer than `len`.
+    for actual in [9usize, 11] {
+        let e = c
+            .write_chunk(&bid(1), &chunk(170, 10), data(actual, 6))
+            .await
+            .unwrap_err();
+        assert_eq!(e.result, OzoneResult::InvalidWriteSize);
+        assert_eq!(
+            e.message,
+            format!("Unexpected buffer size. expected: 10, actual: {actual}")
+        );
+    }
+    // `len` 0 is a no-op, whatever the offset and data.
+    c.write_chunk(&bid(1), &chunk(9999, 0), data(3, 7))
+        .await
+        .unwrap();
+    c.write_chunk(&bid(2), &chunk(0, 0), Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        code(read_all(&c, 2, 0, 1).await),
+        OzoneResult::UnableToFindChunk
+    );
+    // Nothing of the failed writes was kept.
+    assert_eq!(read_all(&c, 1, 0, 170).await.unwrap(), model);
+    assert_eq!(c.bytes_used(), 170);
+}
+
+#[tokio::test]
+async fn read_rules() {
+    let s = store(StoreKind::Memory, 1 << 20);
+    let c = s.lookup(C).unwrap();
+    write(&c, 1, 0, data(100, 1)).await.unwrap();
+    let e = read_all(&c, 1, 90, 20).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::ContainerInternalError);
+    assert_eq!(e.message, "Unexpected read size. expected: 20, actual: 10");
+    let e = read_all(&c, 1, 100, 1).await.unwrap_err();
+    assert_eq!(e.message, "Unexpected read size. expected: 1, actual: -1");
+    assert_eq!(
+        code(read_all(&c, 1, u64::MAX, 2).await),
+        OzoneResult::ContainerInternalError
+    );
+    let e = read_all(&c, 1, 0, (32 << 20) + 1).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::UnsupportedRequest);
+    assert_eq!(e.message, "Oversize read. max: 33554432, actual: 33554433");
+    let e = read_all(&c, 3, 0, 1).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::UnableToFindChunk);
+    assert_eq!(e.message, "Chunk file not found: 7/chunks/3.block");
+    // A zero-length read succeeds even for a missing block.
+    assert_eq!(read_all(&c, 3, 5, 0).await.unwrap(), Vec::<u8>::new());
+    // bcsId above the container's (always 0 here).
+    let mut id = bid(1);
+    id.block_commit_sequence_id = Some(1);
+    assert_eq!(
+        code(c.read_chunk(&id, 0, 1, 1).await),
+        OzoneResult::UnknownBcsid
+    );
+}
+
+#[test]
+fn read_piece_sizes_follow_the_checksum() {
+    let crc = |bpc| ChecksumData {
+        r#type: ChecksumType::Crc32 as i32,
+        bytes_per_checksum: bpc,
+        checksums: Vec::new(),
+    };
+    let none = ChecksumData {
+        r#type: ChecksumType::None as i32,
+        ..crc(512)
+    };
+    assert_eq!(read_piece_size(&crc(512), 4096, false), 4096);
+    assert_eq!(read_piece_size(&crc(512), 4096, true), 512);
+    assert_eq!(read_piece_size(&crc(512), 100, true), 100);
+    assert_eq!(read_piece_size(&crc(0), 4096, true), 4096);
+    assert_eq!(read_piece_size(&none, 3 << 20, true), 1 << 20);
+}
+
+#[tokio::test]
+async fn put_get_and_list_blocks() {
+    let s = store(StoreKind::Memory, 1 << 20);
+    let c = s.lookup(C).unwrap();
+    assert_eq!(code(c.get_block(&bid(1)).await), OzoneResult::NoSuchBlock);
+    write(&c, 1, 0, data(100, 1)).await.unwrap();
+    // Written but not put: no block metadata yet.
+    let e = c.get_block(&bid(1)).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::NoSuchBlock);
+    assert_eq!(
+        e.message,
+        "Unable to find the block. BlockID : conID: 7 locID: 1 bcsId: 0"
+    );
+    assert_eq!(
+        code(c.committed_length(&bid(1)).await),
+        OzoneResult::NoSuchBlock
+    );
+
+    // size ≠ sum of chunk lengths.
+    let bad = PutBlock::new(
+        block_data(1, vec![chunk(0, 60), chunk(60, 40)], Some(99)),
+        true,
+    );
+    assert_eq!(code(bad), OzoneResult::MalformedRequest);
+    // An end-of-block PutBlock naming chunks of a block without data.
+    let ghost = PutBlock::new(block_data(2, vec![chunk(0, 10)], None), true).unwrap();
+    assert_eq!(
+        code(c.put_block(ghost).await),
+        OzoneResult::UnableToFindChunk
+    );
+    // Not the end of the block: accepted.
+    let open = PutBlock::new(block_data(2, vec![chunk(0, 10)], None), false).unwrap();
+    assert_eq!(c.put_block(open).await.unwrap().size, Some(10));
+
+    let put = PutBlock::new(block_data(1, vec![chunk(0, 60), chunk(60, 40)], None), true).unwrap();
+    let stored = c.put_block(put).await.unwrap();
+    assert_eq!(stored.size, Some(100));
+    assert_eq!(stored.block_id.block_commit_sequence_id, Some(0));
+    assert_eq!(c.get_block(&bid(1)).await.unwrap(), stored);
+    assert_eq!(c.committed_length(&bid(1)).await.unwrap(), 100);
+    assert_eq!(c.block_count(), 2);
+    let mut later = bid(1);
+    later.block_commit_sequence_id = Some(5);
+    let e = c.get_block(&later).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::UnknownBcsid);
+    assert_eq!(
+        e.message,
+        "Unable to find the block with bcsID 5. Container 7 bcsId is 0."
+    );
+
+    // A second PutBlock of the same block replaces it and does not count it twice.
+    let again = PutBlock::new(block_data(1, vec![chunk(0, 100)], Some(100)), true).unwrap();
+    c.put_block(again).await.unwrap();
+    assert_eq!(c.block_count(), 2);
+
+    for local in [5, 3, 9] {
+        let empty = PutBlock::new(block_data(local, vec![], None), true).unwrap();
+        c.put_block(empty).await.unwrap();
+    }
+    let ids = |v: Vec<BlockData>| v.iter().map(|b| b.block_id.local_id).collect::<Vec<_>>();
+    assert_eq!(ids(c.list_blocks(None, 10).await.unwrap()), [1, 2, 3, 5, 9]);
+    assert_eq!(ids(c.list_blocks(Some(3), 2).await.unwrap()), [3, 5]);
+    assert_eq!(ids(c.list_blocks(Some(-1), 1).await.unwrap()), [1]);
+    assert_eq!(
+        ids(c.list_blocks(Some(10), 5).await.unwrap()),
+        Vec::<i64>::new()
+    );
+    assert_eq!(
+        code(c.list_blocks(Some(-2), 5).await),
+        OzoneResult::ContainerInternalError
+    );
+    assert_eq!(
+        code(c.list_blocks(None, 0).await),
+        OzoneResult::ContainerInternalError
+    );
+    assert_eq!(
+        code(c.list_blocks(None, u32::MAX).await),
+        OzoneResult::ContainerInternalError
+    );
+
+    // FinalizeBlock needs the block's data.
+    assert_eq!(
+        c.finalize_block(&bid(1)).await.unwrap(),
+        c.get_block(&bid(1)).await.unwrap()
+    );
+    assert!(c.is_finalized(1).await);
+    assert_eq!(
+        code(c.finalize_block(&bid(5)).await),
+        OzoneResult::UnableToFindChunk
+    );
+    assert_eq!(
+        code(c.finalize_block(&bid(6)).await),
+        OzoneResult::NoSuchBlock
+    );
+}
+
+#[tokio::test]
+async fn write_and_put_share_one_lock_and_validate_first() {
+    let s = store(StoreKind::Memory, 1 << 20);
+    let c = s.lookup(C).unwrap();
+    let put = PutBlock::new(block_data(1, vec![chunk(0, 10)], None), false).unwrap();
+    let stored = c
+        .write_chunk_and_put(&bid(1), &chunk(0, 10), data(10, 1), put)
+        .await
+        .unwrap();
+    assert_eq!(stored.size, Some(10));
+    assert_eq!(c.get_block(&bid(1)).await.unwrap(), stored);
+    // A failing write does not put the block.
+    let put = PutBlock::new(block_data(2, vec![chunk(0, 10)], None), true).unwrap();
+    let e = c
+        .write_chunk_and_put(&bid(2), &chunk(5, 10), data(10, 1), put)
+        .await;
+    assert_eq!(code(e), OzoneResult::ChunkFileInconsistency);
+    assert_eq!(code(c.get_block(&bid(2)).await), OzoneResult::NoSuchBlock);
+    // The piggybacked PutBlock may name another block.
+    let put = PutBlock::new(block_data(3, vec![], None), true).unwrap();
+    c.write_chunk_and_put(&bid(4), &chunk(0, 5), data(5, 2), put)
+        .await
+        .unwrap();
+    assert!(c.get_block(&bid(3)).await.is_ok());
+    assert_eq!(read_all(&c, 4, 0, 5).await.unwrap(), data(5, 2).to_vec());
+}
+
+#[tokio::test]
+async fn capacity_bounds_what_the_store_holds() {
+    let s = store(StoreKind::Memory, 1000);
+    let c = s.lookup(C).unwrap();
+    write(&c, 1, 0, data(600, 1)).await.unwrap();
+    write(&c, 2, 0, data(300, 2)).await.unwrap();
+    let e = write(&c, 3, 0, data(101, 3)).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::DiskOutOfSpace);
+    assert!(e.message.contains("--capacity"), "{e}");
+    // Nothing stored, nothing reserved.
+    assert_eq!(s.used(), 900);
+    assert_eq!(
+        code(read_all(&c, 3, 0, 1).await),
+        OzoneResult::UnableToFindChunk
+    );
+    // An overwrite needs no new space; an extending one needs only the growth.
+    write(&c, 1, 0, data(600, 4)).await.unwrap();
+    write(&c, 2, 250, data(150, 5)).await.unwrap();
+    assert_eq!(s.used(), 1000);
+    assert!(s.is_full());
+    assert_eq!(
+        code(write(&c, 2, 400, data(1, 6)).await),
+        OzoneResult::DiskOutOfSpace
+    );
+    assert_eq!(c.bytes_used(), 1000);
+}
+
+#[tokio::test]
+async fn discard_keeps_lengths_and_metadata_but_no_bytes() {
+    let s = store(StoreKind::Discard, 10);
+    let c = s.lookup(C).unwrap();
+    for i in 0..10u64 {
+        write(&c, 1, i * 1000, data(1000, i as u8)).await.unwrap();
+    }
+    assert_eq!(s.used(), 0, "discard holds no data");
+    assert!(!s.is_full());
+    assert_eq!(c.bytes_used(), 10_000);
+    assert_eq!(
+        code(write(&c, 1, 10_001, data(1, 0)).await),
+        OzoneResult::ChunkFileInconsistency
+    );
+    let put = PutBlock::new(block_data(1, vec![chunk(0, 10_000)], None), true).unwrap();
+    c.put_block(put).await.unwrap();
+    assert_eq!(c.committed_length(&bid(1)).await.unwrap(), 10_000);
+    let e = read_all(&c, 1, 0, 100).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::UnableToFindChunk);
+    assert!(e.message.contains("discarded by `--store discard`"), "{e}");
+    assert_eq!(
+        code(read_all(&c, 1, 9_990, 100).await),
+        OzoneResult::ContainerInternalError
+    );
+}
+
+#[tokio::test]
+async fn dir_writes_block_files_in_the_datanode_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(StoreKind::Dir(tmp.path().to_path_buf()), 1 << 20);
+    let c = s.lookup(C).unwrap();
+    let a = data(5000, 1);
+    let b = data(3000, 2);
+    write(&c, 42, 0, a.clone()).await.unwrap();
+    write(&c, 42, 5000, b.clone()).await.unwrap();
+    write(&c, 42, 100, data(10, 3)).await.unwrap();
+    let path = tmp.path().join("7/chunks/42.block");
+    let on_disk = std::fs::read(&path).unwrap();
+    let mut model = [a.to_vec(), b.to_vec()].concat();
+    model[100..110].copy_from_slice(&data(10, 3));
+    assert_eq!(on_disk, model);
+    assert_eq!(read_all(&c, 42, 0, 8000).await.unwrap(), model);
+    let pieces = c.read_chunk(&bid(42), 0, 8000, 1024).await.unwrap();
+    assert_eq!(pieces.len(), 8);
+    assert_eq!(pieces.concat(), model);
+    let e = read_all(&c, 43, 0, 1).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::UnableToFindChunk);
+    assert!(e.message.ends_with("7/chunks/43.block"), "{e}");
+    assert_eq!(
+        c.data().container_path.as_deref(),
+        Some(tmp.path().join("7").to_str().unwrap())
+    );
+    assert_eq!(s.used(), 8000);
+    // Files changed behind the store's back read as the DataNode reads them.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(4000)
+        .unwrap();
+    assert_eq!(
+        code(read_all(&c, 42, 3000, 2000).await),
+        OzoneResult::ContainerInternalError
+    );
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        code(read_all(&c, 42, 0, 10).await),
+        OzoneResult::UnableToFindChunk
+    );
+}
+
+#[tokio::test]
+async fn verification_refuses_bad_checksums_and_stores_nothing() {
+    let s =
+        ContainerStore::new(StoreKind::Memory, 1 << 20, Some(verify::default_verifier())).unwrap();
+    assert!(s.verifies_checksums());
+    let c = s.get_or_create(C);
+    let d = data(4096, 1);
+    let mut good = chunk(0, 4096);
+    good.checksum_data = common::checksum::compute(ChecksumType::Crc32, 1024, &d).unwrap();
+    c.write_chunk(&bid(1), &good, d.clone()).await.unwrap();
+
+    let mut bad = good.clone();
+    bad.offset = 4096;
+    let mut flipped = d.to_vec();
+    flipped[3000] ^= 0xff;
+    let e = c
+        .write_chunk(&bid(1), &bad, Bytes::from(flipped))
+        .await
+        .unwrap_err();
+    assert_eq!(e.result, OzoneResult::IoException);
+    assert!(e.message.contains("window 2"), "{e}");
+    // Wrong number of checksums, bytesPerChecksum 0, unknown type: all refused.
+    let mut short = bad.clone();
+    short.checksum_data.checksums.pop();
+    let mut zero = bad.clone();
+    zero.checksum_data.bytes_per_checksum = 0;
+    let mut unknown = bad.clone();
+    unknown.checksum_data.r#type = 99;
+    for info in [short, zero, unknown] {
+        assert_eq!(
+            code(c.write_chunk(&bid(1), &info, d.clone()).await),
+            OzoneResult::IoException
+        );
+    }
+    assert_eq!(
+        c.bytes_used(),
+        4096,
+        "nothing of the refused writes was stored"
+    );
+    assert_eq!(read_all(&c, 1, 0, 4096).await.unwrap(), d.to_vec());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_of_different_blocks_and_of_one_block() {
+    let s = Arc::new(store(StoreKind::Memory, 64 << 20));
+    let mut tasks = Vec::new();
+    for t in 0..16i64 {
+        let s = Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            let c = s.lookup(C).unwrap();
+            for i in 0..50u64 {
+                write(&c, t, i * 1000, data(1000, (t as u8) ^ (i as u8)))
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    // Many writers overwriting the same range of one block: each write is atomic.
+    let c = s.lookup(C).unwrap();
+    write(&c, 100, 0, data(100_000, 0)).await.unwrap();
+    for t in 0..8u8 {
+        let s = Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            let c = s.lookup(C).unwrap();
+            for _ in 0..20 {
+                write(&c, 100, 0, data(100_000, t + 1)).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for t in 0..16i64 {
+        let got = read_all(&c, t, 0, 50_000).await.unwrap();
+        let want: Vec<u8> = (0..50u64)
+            .flat_map(|i| data(1000, (t as u8) ^ (i as u8)).to_vec())
+            .collect();
+        assert_eq!(got, want, "block {t}");
+    }
+    let last = read_all(&c, 100, 0, 100_000).await.unwrap();
+    assert!(
+        (1..=8u8).any(|t| last == data(100_000, t).to_vec()),
+        "the overwritten range is one writer's data, not a mix"
+    );
+    assert_eq!(s.used(), 16 * 50_000 + 100_000);
+}
+
+// ---- property test: random operations against a model ----
+
+#[derive(Debug, Clone, Copy)]
+enum At {
+    /// At the block's length.
+    End,
+    /// At `len * n / 256`: inside the block (or at 0).
+    Inside(u8),
+    /// `1 + n` bytes past the length.
+    Past(u16),
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write {
+        block: i64,
+        at: At,
+        len: usize,
+        /// Data length minus `len`: 0 for a valid write.
+        skew: i8,
+        seed: u8,
+    },
+    Read {
+        block: i64,
+        at: At,
+        len: u64,
+        v1: bool,
+    },
+    Put {
+        block: i64,
+        chunk_len: u64,
+        eof: bool,
+        bad_size: bool,
+    },
+    Get {
+        block: i64,
+    },
+}
+
+fn at() -> impl Strategy<Value = At> {
+    prop_oneof![
+        2 => Just(At::End),
+        3 => any::<u8>().prop_map(At::Inside),
+        1 => (0u16..500).prop_map(At::Past),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let block = 0i64..3;
+    let len = prop_oneof![6 => 0usize..3000, 1 => 60_000usize..140_000];
+    prop_oneof![
+        5 => (block.clone(), at(), len, prop_oneof![8 => Just(0i8), 1 => Just(-1i8), 1 => Just(1i8)], any::<u8>())
+            .prop_map(|(block, at, len, skew, seed)| Op::Write { block, at, len, skew, seed }),
+        3 => (block.clone(), at(), 0u64..5000, any::<bool>())
+            .prop_map(|(block, at, len, v1)| Op::Read { block, at, len, v1 }),
+        1 => (block.clone(), 0u64..3, any::<bool>(), prop::bool::weighted(0.2))
+            .prop_map(|(block, chunk_len, eof, bad_size)| Op::Put { block, chunk_len, eof, bad_size }),
+        1 => block.prop_map(|block| Op::Get { block }),
+    ]
+}
+
+#[derive(Debug, Default, Clone)]
+struct ModelBlock {
+    data: Vec<u8>,
+    exists: bool,
+    committed: Option<i64>,
+}
+
+fn offset(at: At, len: u64) -> u64 {
+    match at {
+        At::End => len,
+        At::Inside(n) => len * u64::from(n) / 256,
+        At::Past(n) => len + 1 + u64::from(n),
+    }
+}
+
+const BPC: u32 = 512;
+
+async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let root = match &kind {
+        StoreKind::Dir(root) => Some(root.clone()),
+        _ => None,
+    };
+    let s = ContainerStore::new(kind.clone(), capacity, None).unwrap();
+    let c = s.get_or_create(C);
+    let mut model: Vec<ModelBlock> = vec![ModelBlock::default(); 3];
+    let mut used = 0u64;
+    for op in ops {
+        match op {
+            Op::Write {
+                block,
+                at,
+                len,
+                skew,
+                seed,
+            } => {
+                let m = &mut model[block as usize];
+                let off = offset(at, m.data.len() as u64);
+                let actual = (len as i64 + i64::from(skew)).max(0) as usize;
+                let got = c
+                    .write_chunk(&bid(block), &chunk(off, len as u64), data(actual, seed))
+                    .await;
+                let end = off + len as u64;
+                let growth = end.saturating_sub(m.data.len() as u64);
+                let expect = if len == 0 {
+                    None
+                } else if off > m.data.len() as u64 {
+                    Some(OzoneResult::ChunkFileInconsistency)
+                } else if actual != len {
+                    Some(OzoneResult::InvalidWriteSize)
+                } else if kind.holds_data() && used + growth > capacity {
+                    Some(OzoneResult::DiskOutOfSpace)
+                } else {
+                    None
+                };
+                prop_assert_eq!(got.as_ref().err().map(|e| e.result), expect, "{:?}", got);
+                if got.is_ok() && len > 0 {
+                    let d = data(len, seed);
+                    if m.data.len() < end as usize {
+                        m.data.resize(end as usize, 0);
+                    }
+                    m.data[off as usize..end as usize].copy_from_slice(&d);
+                    m.exists = true;
+                    if kind.holds_data() {
+                        used += growth;
+                    }
+                }
+            }
+            Op::Read { block, at, len, v1 } => {
+                let m = &model[block as usize];
+                let off = offset(at, m.data.len() as u64);
+                let mut info = chunk(off, len);
+                info.checksum_data =
+                    common::checksum::compute(ChecksumType::Crc32, BPC, &[]).unwrap();
+                let piece = read_piece_size(&info.checksum_data, len, v1);
+                let got = c.read_chunk(&bid(block), off, len, piece).await;
+                let expect = if len == 0 {
+                    None
+                } else if !m.exists {
+                    Some(OzoneResult::UnableToFindChunk)
+                } else if off + len > m.data.len() as u64 {
+                    Some(OzoneResult::ContainerInternalError)
+                } else if kind == StoreKind::Discard {
+                    Some(OzoneResult::UnableToFindChunk)
+                } else {
+                    None
+                };
+                prop_assert_eq!(got.as_ref().err().map(|e| e.result), expect, "{:?}", got);
+                if let Ok(pieces) = got
+                    && len > 0
+                {
+                    let want = &m.data[off as usize..(off + len) as usize];
+                    prop_assert_eq!(pieces.concat(), want);
+                    let expected_pieces = if v1 { len.div_ceil(u64::from(BPC)) } else { 1 };
+                    prop_assert_eq!(pieces.len() as u64, expected_pieces);
+                }
+            }
+            Op::Put {
+                block,
+                chunk_len,
+                eof,
+                bad_size,
+            } => {
+                let m = &mut model[block as usize];
+                let chunks = if chunk_len > 0 {
+                    vec![chunk(0, chunk_len)]
+                } else {
+                    vec![]
+                };
+                let size = bad_size.then_some(chunk_len as i64 + 1);
+                let got = match PutBlock::new(block_data(block, chunks, size), eof) {
+                    Ok(put) => c.put_block(put).await,
+                    Err(e) => Err(e),
+                };
+                let expect = if bad_size {
+                    Some(OzoneResult::MalformedRequest)
+                } else if eof && chunk_len > 0 && !m.exists {
+                    Some(OzoneResult::UnableToFindChunk)
+                } else {
+                    None
+                };
+                prop_assert_eq!(got.as_ref().err().map(|e| e.result), expect, "{:?}", got);
+                if got.is_ok() {
+                    m.committed = Some(chunk_len as i64);
+                }
+            }
+            Op::Get { block } => {
+                let got = c.get_block(&bid(block)).await;
+                match model[block as usize].committed {
+                    Some(size) => prop_assert_eq!(got.unwrap().size, Some(size)),
+                    None => prop_assert_eq!(code(got), OzoneResult::NoSuchBlock),
+                }
+            }
+        }
+    }
+    let total: u64 = model.iter().map(|m| m.data.len() as u64).sum();
+    prop_assert_eq!(c.bytes_used(), total);
+    prop_assert_eq!(s.used(), used);
+    prop_assert_eq!(
+        c.block_count(),
+        model.iter().filter(|m| m.committed.is_some()).count() as u64
+    );
+    if let Some(root) = root {
+        for (i, m) in model.iter().enumerate() {
+            let path = root.join(format!("{C}/chunks/{i}.block"));
+            if m.exists {
+                prop_assert_eq!(std::fs::read(&path).unwrap(), m.data.clone());
+            } else {
+                prop_assert!(!path.exists());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn memory_store_matches_the_model(
+        ops in prop::collection::vec(op(), 1..60),
+        capacity in prop_oneof![Just(u64::MAX), 0u64..200_000],
+    ) {
+        runtime().block_on(run_model(StoreKind::Memory, capacity, ops))?;
+    }
+
+    #[test]
+    fn discard_store_matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
+        runtime().block_on(run_model(StoreKind::Discard, 0, ops))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn dir_store_matches_the_model(
+        ops in prop::collection::vec(op(), 1..40),
+        capacity in prop_oneof![Just(u64::MAX), 0u64..200_000],
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        runtime().block_on(run_model(StoreKind::Dir(tmp.path().to_path_buf()), capacity, ops))?;
+    }
+}
