@@ -182,7 +182,7 @@ echo "ok: Prometheus scrapes dn-sim:9882/prom through the compose network (num_e
 # reset its counters) before the run; dn-sim's health was checked above instead.
 n=2000
 timeout 120 "$COMPOSE_BIN" -p "$project" -f docker-compose.yml -f deploy/local/compose.local.yml \
-    run --rm -T --no-deps loadgen echo --target dn-sim:9859 -n "$n" -t 8 >"$work/loadgen.out" 2>"$work/loadgen.err" ||
+    run --rm -T --no-deps --use-aliases loadgen echo --target dn-sim:9859 -n "$n" -t 8 >"$work/loadgen.out" 2>"$work/loadgen.err" ||
     { cat "$work/loadgen.out" "$work/loadgen.err"; fail "compose run loadgen echo"; }
 grep -q "^Successful executions: $n\$" "$work/loadgen.out" ||
     { cat "$work/loadgen.out"; fail "loadgen did not report $n successful echoes"; }
