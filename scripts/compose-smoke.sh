@@ -30,15 +30,7 @@ work=$(mktemp -d "/tmp/$project.XXXXXX")
 service_pid=""
 compose_ready=""
 
-# Podman without systemd (as here) keeps working with these: no ulimits it cannot set, runc.
-cat >"$work/containers.conf" <<'EOF'
-[containers]
-default_ulimits = []
-
-[engine]
-runtime = "runc"
-EOF
-export CONTAINERS_CONF="$work/containers.conf"
+podman_conf "$work"
 
 compose() {
     "$COMPOSE_BIN" -p "$project" -f docker-compose.yml -f deploy/local/compose.local.yml "$@"
@@ -99,29 +91,21 @@ done
 
 # Images FROM scratch: the binaries and the shared libraries they load, nothing else.
 ctx="$work/context"
-mkdir -p "$ctx/rootfs/etc" "$ctx/rootfs/tmp" "$ctx/bin" "$ctx/empty"
-chmod 1777 "$ctx/rootfs/tmp"
-cat >"$ctx/rootfs/etc/passwd" <<'EOF'
-root:x:0:0:root:/root:/sbin/nologin
-nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin
-nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin
-EOF
-cat >"$ctx/rootfs/etc/group" <<'EOF'
-root:x:0:
-nobody:x:65534:
-nonroot:x:65532:
-EOF
+mkdir -p "$ctx/bin" "$ctx/empty"
 prometheus_bin=$(command -v prometheus) || fail "Debian's prometheus package is not installed"
+scratch_rootfs "$ctx/rootfs" "$BIN/dn-sim" "$BIN/loadgen" "$prometheus_bin"
 for b in "$BIN/dn-sim" "$BIN/loadgen" "$prometheus_bin"; do
     if command -v strip >/dev/null; then strip -o "$ctx/bin/$(basename "$b")" "$b"; else cp "$b" "$ctx/bin/"; fi
-    for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
-        cp --parents -L "$lib" "$ctx/rootfs/"
-    done
 done
 for target in dn-sim loadgen prometheus; do
-    podman build -q --format docker --target "$target" -t "localhost/ozone-dn-lab/$target:local" \
+    image="localhost/ozone-dn-lab/$target:local"
+    old=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
+    podman build -q --format docker --target "$target" -t "$image" \
         -f deploy/local/Containerfile "$ctx" >"$work/build-$target.log" 2>&1 ||
         { cat "$work/build-$target.log"; fail "podman build --target $target"; }
+    # The image this tag named before, unless still in use or the same.
+    [ -z "$old" ] || [ "$old" = "$(podman image inspect --format '{{.Id}}' "$image")" ] ||
+        podman rmi "$old" >/dev/null 2>&1 || true
 done
 echo "ok: built localhost/ozone-dn-lab/{dn-sim,loadgen,prometheus}:local FROM scratch ($(du -sh "$ctx" | cut -f1) of binaries and libraries)"
 
