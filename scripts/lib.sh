@@ -27,3 +27,28 @@ wait_http() {
         sleep 0.2
     done
 }
+
+# Writes a containers.conf for Podman on machines without systemd (as here) into folder $1 and
+# exports CONTAINERS_CONF: no ulimits it cannot set, runc as the runtime.
+podman_conf() {
+    printf '%s\n' '[containers]' 'default_ulimits = []' '' '[engine]' 'runtime = "runc"' >"$1/containers.conf"
+    export CONTAINERS_CONF="$1/containers.conf"
+}
+
+# Fills folder $1 with what a FROM scratch image needs to run the binaries $2...: the shared
+# libraries ldd lists for them (glibc, libgcc_s: what distroless/cc has), /etc/passwd and
+# /etc/group with root, nobody (65534) and nonroot (65532), and /tmp.
+scratch_rootfs() {
+    local root=$1 b lib
+    shift
+    mkdir -p "$root/etc" "$root/tmp"
+    chmod 1777 "$root/tmp"
+    printf '%s\n' root:x:0:0:root:/root:/sbin/nologin nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin \
+        nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin >"$root/etc/passwd"
+    printf '%s\n' root:x:0: nobody:x:65534: nonroot:x:65532: >"$root/etc/group"
+    for b in "$@"; do
+        for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
+            cp --parents -L "$lib" "$root/"
+        done
+    done
+}

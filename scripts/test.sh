@@ -14,10 +14,16 @@ echo "== Prometheus end to end (installs Debian's prometheus when missing)"
 cargo build -q --locked -p dn-sim -p loadgen
 scripts/test-prometheus.sh
 
+echo "== deploy/ statically: compose files (docker-compose 1.29, Compose spec), scrape config, Grafana dashboard"
+scripts/check-deploy.sh
+
+echo "== compose stack under Podman (installs Podman when missing; says so and goes on when it cannot)"
+scripts/compose-smoke.sh
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
+    # Last, so that its summary closes the output (the crates have no doctests).
     cargo nextest run --workspace --locked --no-fail-fast
-    cargo test --workspace --locked --doc
 else
     cargo test --workspace --locked --no-fail-fast
 fi

@@ -1,17 +1,54 @@
 //! Command-line flags of the `dn-sim` binary, turned into a [`Config`]. Ozone configuration keys
-//! users already know are accepted as `-D key=value`.
+//! users already know are accepted as `-D key=value`. Every flag can also come from a `DN_SIM_*`
+//! environment variable, and Ozone keys from the Ozone images' `OZONE-SITE.XML_<key>=<value>`
+//! variables, so a container is configured by its environment.
 
 use crate::containers::ContainerIds;
 use crate::delay::{DelayModel, DelaySpec};
 use crate::dispatcher::LiveSettings;
 use crate::fault::{FaultPlan, FaultSpec};
+use crate::health::HealthcheckArgs;
 use crate::server::Config;
 use crate::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
 use crate::store::StoreKind;
 use crate::target::Assignment;
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// The `dn-sim` command line: serving is the default, so `dn-sim --listen ...` needs no
+/// subcommand.
+#[derive(Parser, Debug)]
+#[command(
+    name = "dn-sim",
+    version,
+    about = "A simulated Apache Ozone DataNode (XceiverClientProtocolService on port 9859)",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: Args,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the DataNode client protocol (what `dn-sim` without a subcommand does).
+    Serve(Box<Args>),
+    /// Ask a dn-sim's grpc.health.v1.Health whether it is SERVING: exit 0 if so, 1 if not
+    /// (a container healthcheck that needs no shell).
+    Healthcheck(HealthcheckArgs),
+}
+
+impl Cli {
+    /// The subcommand to run; `serve` with the top-level flags when none was given.
+    pub fn into_command(self) -> Command {
+        self.command
+            .unwrap_or_else(|| Command::Serve(Box::new(self.serve)))
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -21,109 +58,119 @@ use std::time::Duration;
 )]
 pub struct Args {
     /// Address of the client port (the DataNode's hdds.container.ipc.port).
-    #[arg(long, default_value = "0.0.0.0:9859")]
+    #[arg(long, env = "DN_SIM_LISTEN", default_value = "0.0.0.0:9859")]
     pub listen: SocketAddr,
 
     /// Pre-created containers: a list and/or ranges, e.g. 1 or 1-100,200.
-    #[arg(long, default_value = "1")]
+    #[arg(long, env = "DN_SIM_CONTAINERS", default_value = "1")]
     pub containers: ContainerIds,
 
     /// Handlers serving requests: the DataNode's gRPC worker pool
     /// (read.chunk.threads.per.volume × volumes). Default 10.
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, env = "DN_SIM_HANDLER_COUNT", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub handler_count: Option<u32>,
 
     /// Bound of the queue of requests waiting for a handler; when full, requests get
     /// RESOURCE_EXHAUSTED. Default: unbounded, as in the DataNode.
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..))]
+    #[arg(long, env = "DN_SIM_MAX_QUEUE", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(0..))]
     pub max_queue: Option<u64>,
 
     /// Data volumes; with -D hdds.datanode.read.chunk.threads.per.volume=N the pool is N × volumes.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, env = "DN_SIM_VOLUMES", allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub volumes: u32,
 
     /// Ozone configuration key (repeatable): hdds.datanode.handler.count,
     /// hdds.datanode.read.chunk.threads.per.volume, hdds.container.ipc.port.
-    #[arg(short = 'D', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
+    #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
     /// Injected service time, TYPE=SPEC (repeatable). TYPE: a command type (echo, write_chunk, …) or
     /// all. SPEC: 2ms | uniform:1ms..3ms | normal:mean=2ms,sd=500us | lognormal:p50=1ms,p99=20ms |
     /// pareto:scale=1ms,shape=1.5 | percentiles:p50=1ms,p90=3ms,p99=12ms,p100=40ms.
-    #[arg(long = "delay", value_name = "TYPE=SPEC")]
+    #[arg(
+        long = "delay",
+        env = "DN_SIM_DELAY",
+        value_delimiter = ';',
+        value_name = "TYPE=SPEC"
+    )]
     pub delays: Vec<Assignment<DelaySpec>>,
 
     /// Injected fault, TYPE=KIND:PROBABILITY (repeatable). KIND: a Result name (IO_EXCEPTION, …),
     /// grpc:CODE, drop, reset, stall:DURATION.
-    #[arg(long = "fault", value_name = "TYPE=KIND:P")]
+    #[arg(
+        long = "fault",
+        env = "DN_SIM_FAULT",
+        value_delimiter = ';',
+        value_name = "TYPE=KIND:P"
+    )]
     pub faults: Vec<Assignment<FaultSpec>>,
 
     /// Seed of all random draws (delays, faults), so runs are repeatable.
-    #[arg(long, default_value_t = 0x0d15_ea5e)]
+    #[arg(long, env = "DN_SIM_SEED", default_value_t = 0x0d15_ea5e)]
     pub seed: u64,
 
     /// Shared disk bandwidth for chunk data, e.g. 500MiB/s (default: unlimited).
-    #[arg(long, value_parser = parse_bandwidth)]
+    #[arg(long, env = "DN_SIM_DISK_BANDWIDTH", value_parser = parse_bandwidth)]
     pub disk_bandwidth: Option<f64>,
 
     /// Per-access latency of the shared disk, a delay SPEC.
-    #[arg(long)]
+    #[arg(long, env = "DN_SIM_DISK_LATENCY")]
     pub disk_latency: Option<DelaySpec>,
 
     /// Ingress limit: bytes/s of request data for all clients together, e.g. 100MB/s
     /// (Ozone units: MB = 2^20 bytes). Over it, requests are rejected.
-    #[arg(long, value_parser = parse_bandwidth)]
+    #[arg(long, env = "DN_SIM_LIMIT_INGRESS", value_parser = parse_bandwidth)]
     pub limit_ingress: Option<f64>,
 
     /// Egress limit: bytes/s of response data for all clients together.
-    #[arg(long, value_parser = parse_bandwidth)]
+    #[arg(long, env = "DN_SIM_LIMIT_EGRESS", value_parser = parse_bandwidth)]
     pub limit_egress: Option<f64>,
 
     /// Operations limit: requests/s for all clients together.
-    #[arg(long, value_parser = parse_bandwidth)]
+    #[arg(long, env = "DN_SIM_LIMIT_OPS", value_parser = parse_bandwidth)]
     pub limit_ops: Option<f64>,
 
     /// gRPC status of a limit rejection: UNAVAILABLE or RESOURCE_EXHAUSTED.
-    #[arg(long, default_value = "UNAVAILABLE", value_parser = parse_limit_status)]
+    #[arg(long, env = "DN_SIM_LIMIT_STATUS", default_value = "UNAVAILABLE", value_parser = parse_limit_status)]
     pub limit_status: tonic::Code,
 
     /// grpc-retry-pushback-ms trailer on rejections: none, auto (time until the limit admits the
     /// request) or a fixed duration.
-    #[arg(long, default_value = "none")]
+    #[arg(long, env = "DN_SIM_LIMIT_PUSHBACK", default_value = "none")]
     pub limit_pushback: Pushback,
 
     /// When a rejection comes: early (before the request body is read), after-body, after:DURATION.
-    #[arg(long, default_value = "after-body")]
+    #[arg(long, env = "DN_SIM_LIMIT_REJECT_TIMING", default_value = "after-body")]
     pub limit_reject_timing: RejectTiming,
 
     /// Burst allowance of each limit, as time at its rate.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    #[arg(long, env = "DN_SIM_LIMIT_BURST", default_value = "100ms", value_parser = parse_duration)]
     pub limit_burst: Duration,
 
     /// HTTP listener for /prom, /metrics and /config (the DataNode's HTTP port), or `none`.
-    #[arg(long, default_value = "127.0.0.1:9882", value_parser = parse_optional_addr)]
+    #[arg(long, env = "DN_SIM_METRICS_LISTEN", default_value = "127.0.0.1:9882", value_parser = parse_optional_addr)]
     pub metrics_listen: OptionalAddr,
     /// Where block data goes: memory, discard (keep lengths and metadata, drop the bytes) or
     /// dir:PATH (block files in the DataNode's layout, PATH/CONTAINER_ID/chunks/LOCAL_ID.block).
-    #[arg(long, default_value = "memory")]
+    #[arg(long, env = "DN_SIM_STORE", default_value = "memory")]
     pub store: StoreKind,
 
     /// Block data the store may hold (memory or disk) before writes get DISK_OUT_OF_SPACE,
     /// e.g. 1GB, 512MB (powers of 1024).
-    #[arg(long, default_value = "1GB", value_parser = parse_size)]
+    #[arg(long, env = "DN_SIM_CAPACITY", default_value = "1GB", value_parser = parse_size)]
     pub capacity: u64,
 
     /// Verify the checksums of written chunks, as a DataNode with
     /// hdds.datanode.chunk.data.validation.check=true: a mismatch answers IO_EXCEPTION.
-    #[arg(long)]
+    #[arg(long, env = "DN_SIM_VERIFY_CHECKSUMS")]
     pub verify_checksums: bool,
 
     /// How long shutdown waits for in-flight requests (e.g. 10s).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "DN_SIM_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
     /// Runtime worker threads (default: one per core).
-    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, env = "DN_SIM_THREADS", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
 }
 
@@ -133,6 +180,54 @@ pub enum OzoneKey {
     HandlerCount(u32),
     ReadChunkThreadsPerVolume(u32),
     IpcPort(u16),
+}
+
+/// The Ozone keys dn-sim models.
+const OZONE_KEYS: [&str; 3] = [
+    "hdds.datanode.handler.count",
+    "hdds.datanode.read.chunk.threads.per.volume",
+    "hdds.container.ipc.port",
+];
+
+/// Prefix of the Ozone images' convention: `OZONE-SITE.XML_<key>=<value>` sets `<key>` in
+/// ozone-site.xml. dn-sim reads such variables as if each were given with `-D`.
+pub const OZONE_SITE_ENV_PREFIX: &str = "OZONE-SITE.XML_";
+
+/// Ozone keys set by `OZONE-SITE.XML_<key>=<value>` variables, and a warning naming the keys that
+/// dn-sim does not model, which are ignored: a real Ozone compose file passes dozens of them. A
+/// modelled key with a bad value is an error naming the variable.
+pub fn ozone_site_keys(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Result<(Vec<OzoneKey>, Option<String>), String> {
+    let (mut keys, mut ignored) = (Vec::new(), Vec::new());
+    for (name, value) in vars {
+        let Some(key) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(OZONE_SITE_ENV_PREFIX))
+        else {
+            continue;
+        };
+        if !OZONE_KEYS.contains(&key.trim()) {
+            ignored.push(key.to_string());
+            continue;
+        }
+        let value = value
+            .into_string()
+            .map_err(|_| format!("{OZONE_SITE_ENV_PREFIX}{key}: the value is not UTF-8"))?;
+        keys.push(
+            parse_ozone_key(&format!("{key}={value}"))
+                .map_err(|e| format!("{OZONE_SITE_ENV_PREFIX}{key}: {e}"))?,
+        );
+    }
+    ignored.sort();
+    let warning = (!ignored.is_empty()).then(|| {
+        format!(
+            "ignoring {} {OZONE_SITE_ENV_PREFIX} key(s) dn-sim does not model: {}",
+            ignored.len(),
+            ignored.join(", ")
+        )
+    });
+    Ok((keys, warning))
 }
 
 fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
@@ -158,8 +253,8 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
             .map(OzoneKey::IpcPort)
             .map_err(|_| format!("hdds.container.ipc.port must be a port number, not '{value}'")),
         other => Err(format!(
-            "unknown key '{other}' (known: hdds.datanode.handler.count, \
-             hdds.datanode.read.chunk.threads.per.volume, hdds.container.ipc.port)"
+            "unknown key '{other}' (known: {})",
+            OZONE_KEYS.join(", ")
         )),
     }
 }
@@ -200,13 +295,29 @@ pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
 }
 
 impl Args {
-    /// Resolves flags and `-D` keys into a [`Config`]. The pool size comes from, in order:
-    /// `--handler-count`; `-D hdds.datanode.read.chunk.threads.per.volume` × `--volumes` (what
-    /// sizes the DataNode's gRPC path); `-D hdds.datanode.handler.count`; 10.
+    /// Resolves flags, `-D` keys and `OZONE-SITE.XML_*` variables of the process environment into
+    /// a [`Config`], warning once about Ozone keys it ignores. See [`Args::config_with_env`].
     pub fn config(&self) -> Result<Config, String> {
+        let (config, warning) = self.config_with_env(std::env::vars_os())?;
+        if let Some(warning) = warning {
+            tracing::warn!("{warning}");
+        }
+        Ok(config)
+    }
+
+    /// Resolves flags, `-D` keys and the `OZONE-SITE.XML_<key>` variables among `env` into a
+    /// [`Config`]; `-D` wins over a variable setting the same key. The pool size comes from, in
+    /// order: `--handler-count`; `hdds.datanode.read.chunk.threads.per.volume` × `--volumes` (what
+    /// sizes the DataNode's gRPC path); `hdds.datanode.handler.count`; 10. Also returns the warning
+    /// about ignored variables, if any.
+    pub fn config_with_env(
+        &self,
+        env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<(Config, Option<String>), String> {
+        let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
         let (mut per_volume, mut handler_key) = (None, None);
-        for key in &self.define {
+        for key in env_keys.iter().chain(&self.define) {
             match key {
                 OzoneKey::HandlerCount(n) => handler_key = Some(*n),
                 OzoneKey::ReadChunkThreadsPerVolume(n) => per_volume = Some(*n),
@@ -222,7 +333,7 @@ impl Args {
             .map_err(|e| format!("--delay: {e}"))?;
         let faults = FaultPlan::from_assignments(self.faults.iter().cloned())
             .map_err(|e| format!("--fault: {e}"))?;
-        Ok(Config {
+        let config = Config {
             listen,
             containers: self.containers.clone(),
             store: self.store.clone(),
@@ -247,7 +358,8 @@ impl Args {
                 timing: self.limit_reject_timing,
                 burst: self.limit_burst,
             },
-        })
+        };
+        Ok((config, warning))
     }
 }
 
@@ -256,11 +368,123 @@ mod tests {
     use super::*;
 
     fn config(args: &[&str]) -> Result<Config, String> {
+        config_env(args, &[]).map(|(config, _)| config)
+    }
+
+    fn config_env(args: &[&str], env: &[(&str, &str)]) -> Result<(Config, Option<String>), String> {
         let mut argv = vec!["dn-sim"];
         argv.extend_from_slice(args);
+        let env = env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
         Args::try_parse_from(argv)
             .map_err(|e| e.to_string())?
-            .config()
+            .config_with_env(env)
+    }
+
+    fn cli(args: &[&str]) -> Result<Command, String> {
+        let mut argv = vec!["dn-sim"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv)
+            .map(Cli::into_command)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn ozone_site_variables_set_keys_as_dash_d_and_dash_d_wins() {
+        let env = [
+            ("OZONE-SITE.XML_hdds.datanode.handler.count", "7"),
+            ("OZONE-SITE.XML_hdds.container.ipc.port", "19859"),
+            ("PATH", "/usr/bin"),
+        ];
+        let (c, warning) = config_env(&[], &env).unwrap();
+        assert_eq!((c.handler_count, c.listen.port()), (7, 19859));
+        assert_eq!(warning, None);
+        let (c, _) = config_env(&["-D", "hdds.datanode.handler.count=3"], &env).unwrap();
+        assert_eq!((c.handler_count, c.listen.port()), (3, 19859));
+        let (c, _) = config_env(&["--handler-count", "5"], &env).unwrap();
+        assert_eq!(c.handler_count, 5);
+    }
+
+    #[test]
+    fn unknown_ozone_site_variables_are_ignored_with_one_warning() {
+        let env = [
+            ("OZONE-SITE.XML_ozone.scm.names", "scm"),
+            ("OZONE-SITE.XML_hdds.datanode.handler.count", "4"),
+            ("OZONE-SITE.XML_ozone.om.address", "om"),
+        ];
+        let (c, warning) = config_env(&[], &env).unwrap();
+        assert_eq!(c.handler_count, 4);
+        let warning = warning.expect("a warning");
+        assert_eq!(warning.lines().count(), 1);
+        assert!(
+            warning.contains("ozone.om.address, ozone.scm.names"),
+            "{warning}"
+        );
+        // On the command line an unknown key stays an error.
+        let err = config(&["-D", "ozone.scm.names=scm"]).unwrap_err();
+        assert!(err.contains("unknown key 'ozone.scm.names'"), "{err}");
+    }
+
+    #[test]
+    fn bad_value_of_a_modelled_ozone_site_variable_is_an_error_naming_it() {
+        let env = [("OZONE-SITE.XML_hdds.datanode.handler.count", "many")];
+        let err = config_env(&[], &env).unwrap_err();
+        assert!(
+            err.starts_with("OZONE-SITE.XML_hdds.datanode.handler.count: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn serving_is_the_default_and_healthcheck_a_subcommand() {
+        let Ok(Command::Serve(args)) = cli(&["--listen", "127.0.0.1:1234", "--handler-count", "2"])
+        else {
+            panic!("no subcommand serves");
+        };
+        assert_eq!((args.listen.port(), args.handler_count), (1234, Some(2)));
+        assert!(matches!(
+            cli(&["serve", "--handler-count", "2"]),
+            Ok(Command::Serve(_))
+        ));
+        let Ok(Command::Healthcheck(h)) =
+            cli(&["healthcheck", "--addr", "dn:9859", "--timeout", "1s"])
+        else {
+            panic!("healthcheck subcommand");
+        };
+        assert_eq!(
+            (h.addr.as_str(), h.timeout),
+            ("dn:9859", Duration::from_secs(1))
+        );
+        for bad in [
+            vec!["healthcheck", "--listen", "127.0.0.1:1"],
+            vec!["--listen", "127.0.0.1:1", "healthcheck"],
+            vec!["healthcheck", "--timeout", "soon"],
+            vec!["nonsense"],
+        ] {
+            assert!(cli(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn repeatable_flags_split_on_semicolons() {
+        let c = config(&[
+            "--delay",
+            "echo=1ms;write_chunk=uniform:1ms..3ms",
+            "--fault",
+            "echo=drop:0.5",
+        ])
+        .unwrap();
+        for t in [common::proto::Type::Echo, common::proto::Type::WriteChunk] {
+            assert!(c.live.delays.spec_for(t).is_some(), "{t:?}");
+        }
+        let args = Args::try_parse_from([
+            "dn-sim",
+            "--fault",
+            "echo=drop:0.1;all=grpc:UNAVAILABLE:0.01",
+        ])
+        .unwrap();
+        assert_eq!(args.faults.len(), 2);
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod delay;
 pub mod disk;
 pub mod dispatcher;
 pub mod fault;
+pub mod health;
 pub mod keyvalue;
 pub mod limits;
 pub mod metrics;

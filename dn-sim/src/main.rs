@@ -1,9 +1,10 @@
 use clap::Parser;
+use dn_sim::cli::{Args, Cli, Command};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args = match dn_sim::cli::Args::try_parse() {
-        Ok(args) => args,
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             let _ = e.print(); // --help, --version
             return ExitCode::SUCCESS;
@@ -17,6 +18,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    match cli.into_command() {
+        Command::Serve(args) => serve(&args),
+        Command::Healthcheck(args) => match dn_sim::health::healthcheck(&args) {
+            Ok(message) => {
+                println!("dn-sim healthcheck: {message}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("dn-sim healthcheck: {message}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn serve(args: &Args) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

@@ -178,6 +178,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         .initial_stream_window_size(Some(8 << 20))
         .initial_connection_window_size(Some(32 << 20))
         .layer(ResetLayer)
+        .add_service(crate::health::service().await)
         .add_service(service);
     let task = tokio::spawn(router.serve_with_incoming_shutdown(counted, async {
         let _ = rx.await;

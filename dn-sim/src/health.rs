@@ -1,0 +1,111 @@
+//! The gRPC health protocol (`grpc.health.v1.Health`). dn-sim serves it beside the client
+//! protocol, and `dn-sim healthcheck` asks it, so a container's healthcheck needs no shell, curl
+//! or grpc_health_probe: the image's one binary checks itself.
+
+use clap::Args;
+use common::proto::xceiver_client_protocol_service_server::SERVICE_NAME;
+use std::time::Duration;
+use tonic::transport::Endpoint;
+use tonic_health::ServingStatus;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus as WireStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::health_server::{Health, HealthServer};
+
+/// The service name a healthcheck asks about by default: the DataNode client protocol.
+pub const XCEIVER_SERVICE: &str = SERVICE_NAME;
+
+/// The health service: SERVING for the server as a whole (`""`) and for
+/// `hadoop.hdds.datanode.XceiverClientProtocolService` while dn-sim serves.
+pub async fn service() -> HealthServer<impl Health> {
+    let (reporter, server) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status(XCEIVER_SERVICE, ServingStatus::Serving)
+        .await;
+    server
+}
+
+/// `dn-sim healthcheck`: asks a dn-sim's health service whether it is SERVING.
+#[derive(Args, Debug, Clone)]
+pub struct HealthcheckArgs {
+    /// Client port of the dn-sim to check, HOST:PORT.
+    #[arg(
+        long,
+        env = "DN_SIM_HEALTHCHECK_ADDR",
+        default_value = "127.0.0.1:9859"
+    )]
+    pub addr: String,
+
+    /// Give up after this long, connecting and answering together (e.g. 2s, 500ms).
+    #[arg(long, default_value = "2s", value_parser = parse_timeout)]
+    pub timeout: Duration,
+
+    /// Service to ask about; '' is the server as a whole.
+    #[arg(long, default_value = XCEIVER_SERVICE)]
+    pub service: String,
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    match common::units::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be greater than zero".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs one health check on a runtime of its own. `Ok` (SERVING) and `Err` (anything else: not
+/// serving, unknown service, no answer in time, cannot connect) each carry a one-line message.
+pub fn healthcheck(args: &HealthcheckArgs) -> Result<String, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    runtime.block_on(check(&args.addr, &args.service, args.timeout))
+}
+
+/// Asks `addr`'s `grpc.health.v1.Health/Check` about `service`, within `timeout`.
+pub async fn check(addr: &str, service: &str, timeout: Duration) -> Result<String, String> {
+    let what = if service.is_empty() {
+        format!("{addr} (server)")
+    } else {
+        format!("{addr} {service}")
+    };
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| format!("{what}: not HOST:PORT ({e})"))?
+        .connect_timeout(timeout)
+        .timeout(timeout);
+    let ask = async {
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| format!("{what}: cannot connect: {}", error_chain(&e)))?;
+        HealthClient::new(channel)
+            .check(HealthCheckRequest {
+                service: service.to_string(),
+            })
+            .await
+            .map(|r| r.into_inner().status())
+            .map_err(|s| format!("{what}: {:?}: {}", s.code(), s.message()))
+    };
+    match tokio::time::timeout(timeout, ask).await {
+        Err(_) => Err(format!("{what}: no answer within {timeout:?}")),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(WireStatus::Serving)) => Ok(format!("{what}: SERVING")),
+        Ok(Ok(status)) => Err(format!("{what}: {}", status.as_str_name())),
+    }
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        // hyper and tonic repeat a cause's text in their own; say each part once.
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,194 @@
+//! What a container relies on: the gRPC health service and `dn-sim healthcheck`, settings from
+//! `DN_SIM_*` and `OZONE-SITE.XML_*` environment variables, and one-line errors with exit code 2.
+
+use dn_sim::Config;
+use dn_sim::health::{XCEIVER_SERVICE, check};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn health_service_reports_serving_for_the_server_and_the_client_protocol() {
+    let server = dn_sim::start(Config::loopback()).await.unwrap();
+    let addr = server.local_addr().to_string();
+    let second = Duration::from_secs(1);
+    for service in ["", XCEIVER_SERVICE] {
+        let message = check(&addr, service, second).await.unwrap();
+        assert!(message.ends_with("SERVING"), "{message}");
+    }
+    let unknown = check(&addr, "no.such.Service", second).await.unwrap_err();
+    assert!(unknown.contains("NotFound"), "{unknown}");
+    server.shutdown().await;
+    let gone = check(&addr, "", second).await.unwrap_err();
+    assert!(gone.contains("cannot connect"), "{gone}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn dn_sim() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dn-sim"));
+    // The test's own environment must not leak settings into the child.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("DN_SIM_") || name.starts_with("OZONE-SITE.XML_") {
+            cmd.env_remove(&*name);
+        }
+    }
+    cmd.env("NO_COLOR", "1").env("RUST_LOG", "info");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().unwrap();
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+fn healthcheck(addr: &str) -> (i32, String, String) {
+    run(dn_sim().args(["healthcheck", "--addr", addr, "--timeout", "1s"]))
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// Kills the child when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn settings_come_from_the_environment_and_healthcheck_follows_the_server() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let http = format!("127.0.0.1:{}", free_port());
+    let mut server = Running(
+        dn_sim()
+            .env("DN_SIM_LISTEN", &addr)
+            .env("DN_SIM_METRICS_LISTEN", &http)
+            .env("DN_SIM_CONTAINERS", "1-3")
+            .env("DN_SIM_DELAY", "echo=1ms;write_chunk=2ms")
+            .env("DN_SIM_FAULT", "read_chunk=drop:0.5")
+            .env("OZONE-SITE.XML_hdds.datanode.handler.count", "7")
+            .env("OZONE-SITE.XML_ozone.scm.names", "scm")
+            .env("OZONE-SITE.XML_ozone.om.address", "om")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, stdout, stderr) = healthcheck(&addr);
+        if code == 0 {
+            assert_eq!(
+                stdout.trim(),
+                format!("dn-sim healthcheck: {addr} {XCEIVER_SERVICE}: SERVING")
+            );
+            break;
+        }
+        assert_eq!(code, 1, "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(Instant::now() < deadline, "never healthy: {stderr}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let config = http_get(&http, "/config");
+    for expected in [
+        "\"handler_count\":7",
+        "\"containers\":\"1-3\"",
+        "\"echo\":\"1ms\"",
+        "\"write_chunk\":\"2ms\"",
+        "\"read_chunk\":[\"drop:0.5\"]",
+    ] {
+        assert!(config.contains(expected), "{expected} in {config}");
+    }
+
+    server.0.kill().unwrap();
+    let mut log = String::new();
+    server
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains("ozone.om.address, ozone.scm.names"),
+        "{log}"
+    );
+
+    let (code, _, stderr) = healthcheck(&addr);
+    assert_eq!(code, 1);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("cannot connect"), "{stderr}");
+}
+
+#[test]
+fn bad_settings_exit_2_with_one_line_naming_them() {
+    // (arguments, environment, what the error line names)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (vec!["healthcheck", "--nope"], vec![], "--nope"),
+        (
+            vec!["healthcheck", "--timeout", "soon"],
+            vec![],
+            "--timeout",
+        ),
+        (
+            vec!["--listen", "127.0.0.1:0", "healthcheck"],
+            vec![],
+            "healthcheck",
+        ),
+        (vec!["-D", "ozone.scm.names=scm"], vec![], "ozone.scm.names"),
+        (
+            vec![],
+            vec![("DN_SIM_HANDLER_COUNT", "0")],
+            "--handler-count",
+        ),
+        (
+            vec![],
+            vec![("OZONE-SITE.XML_hdds.datanode.handler.count", "many")],
+            "OZONE-SITE.XML_hdds.datanode.handler.count",
+        ),
+    ];
+    for (args, env, needle) in cases {
+        let mut cmd = dn_sim();
+        cmd.args(&args)
+            .env("DN_SIM_LISTEN", "127.0.0.1:0")
+            .env("DN_SIM_METRICS_LISTEN", "none");
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let (code, stdout, stderr) = run(&mut cmd);
+        assert_eq!(code, 2, "{args:?} {env:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?} {env:?}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?} {env:?}: {stderr}");
+    }
+}
