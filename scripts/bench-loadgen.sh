@@ -11,8 +11,10 @@
 # errors, so loadgen's failure count is the check that every echo succeeded. loadgen runs with its
 # default I/O threads (half the cores) and with two.
 #
-# Latency is sensitive to what else the machine does at that moment (idle CPUs wake slowly), so
-# it is measured in many short alternating rounds and the median of the per-round ratios counts.
+# Latency with one request in flight depends on where the scheduler puts client and server (same
+# core or not, idle cores waking): for it, a second dn-sim runs pinned to CPU 0 with one thread
+# and each client pinned to CPU 1 (taskset), in short alternating rounds; the median of the
+# per-round ratios counts.
 #
 #   scripts/bench-loadgen.sh [--requests 200000] [--rounds 3] [--latency-requests 5000]
 #                            [--latency-rounds 9]
@@ -134,20 +136,43 @@ print(f"Client CPU per request: h2load {m[1]:.1f} µs; loadgen {m[3]:.1f} µs (d
 PY
 
 echo
+lport=$(free_port)
+pin_server=(); pin_client=()
+if [ "$(nproc)" -ge 2 ]; then pin_server=(taskset -c 0); pin_client=(taskset -c 1); fi
+"${pin_server[@]}" "$BIN/dn-sim" --listen "127.0.0.1:$lport" --metrics-listen none --threads 1 2>/dev/null &
+lsim=$!
+trap 'kill $sim $lsim 2>/dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 50); do
+    (echo >"/dev/tcp/127.0.0.1/$lport") 2>/dev/null && break
+    sleep 0.1
+done
+lurl="http://127.0.0.1:$lport/hadoop.hdds.datanode.XceiverClientProtocolService/send"
+
 echo "## Latency: 0-byte echo, 1 connection, 1 in flight, $latency_requests requests per run, $latency_rounds rounds"
+echo
+echo "dn-sim (1 thread) on CPU 0, the client on CPU 1."
 echo
 echo "| round | h2load median (ms) | loadgen median (ms) | loadgen / h2load |"
 echo "|---:|---:|---:|---:|"
 ratios=""
 for r in $(seq "$latency_rounds"); do
-    h2load -n "$latency_requests" -c 1 -m 1 -t 1 "${h2_args[@]}" --log-file "$work/h2.log" "$url" >/dev/null
+    "${pin_client[@]}" h2load -n "$latency_requests" -c 1 -m 1 -t 1 "${h2_args[@]}" \
+        --log-file "$work/h2.log" "$lurl" >/dev/null
     hmed=$(python3 - "$work/h2.log" <<'PY'
 import statistics, sys
 d = [int(l.split()[2]) for l in open(sys.argv[1]) if l.strip()]
 print(f"{statistics.median(d) / 1000:.4f}")
 PY
 )
-    read -r _ lmed _ < <(loadgen_json -n "$latency_requests" --clients 1 -t 1)
+    cpu_of "${pin_client[@]}" "$BIN/loadgen" echo --target "127.0.0.1:$lport" --format json \
+        -n "$latency_requests" --clients 1 -t 1 >/dev/null
+    lmed=$(python3 - "$work/out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["totals"]["failures"] == 0, r["errors"]
+print([p["ms"] for p in r["latency"]["uncorrected"]["percentiles"] if p["percentile"] == 50][0])
+PY
+)
     ratio=$(python3 -c "print(f'{$lmed / $hmed:.2f}')")
     ratios="$ratios $ratio"
     echo "| $r | $hmed | $lmed | $ratio |"
@@ -157,4 +182,4 @@ python3 -c "
 import statistics
 r = [float(x) for x in '$ratios'.split()]
 print(f'loadgen / h2load median latency: median over rounds {statistics.median(r):.2f} (goal ≤ 1.2); per round:$ratios')"
-echo "Machine: $(nproc) cores shared by dn-sim ($(nproc) runtime threads) and the client under test; h2load $(h2load --version | head -1 | awk '{print $NF}')."
+echo "Machine: $(nproc) cores; throughput: dn-sim ($(nproc) runtime threads) and the client share them; h2load $(h2load --version | head -1 | awk '{print $NF}')."
