@@ -198,10 +198,6 @@ impl Slots {
         }
     }
 
-    pub fn stopped(&self) -> bool {
-        self.stop.load(Relaxed)
-    }
-
     pub fn measure_start(&self) -> Instant {
         self.measure_start
     }
