@@ -189,7 +189,18 @@ impl UnaryClient {
                 Some(buf) => buf.extend_from_slice(&chunk),
                 None if data.is_empty() => data = chunk,
                 None => {
-                    let mut buf = BytesMut::from(&data[..]);
+                    // A message over several DATA frames: one buffer of the size the gRPC
+                    // length prefix announces (bounded by the 32 MiB message limit).
+                    let announced = if data.len() >= 5 {
+                        5 + u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize
+                    } else {
+                        0
+                    };
+                    let capacity = announced
+                        .min(5 + common::MAX_MESSAGE_SIZE)
+                        .max(data.len() + chunk.len());
+                    let mut buf = BytesMut::with_capacity(capacity);
+                    buf.extend_from_slice(&data);
                     buf.extend_from_slice(&chunk);
                     more = Some(buf);
                 }
