@@ -484,3 +484,11 @@ fn ctrl_c_mid_run_still_prints_the_report() {
         .unwrap();
     assert!(count > 0);
 }
+
+#[test]
+fn large_answers_over_many_frames_arrive_whole() {
+    // 2 MiB answers span many HTTP/2 DATA frames; every byte is counted once.
+    let s = run(&["echo", "-n", "10", "-t", "2", "--payload-resp", "2048"]);
+    assert_eq!(s.successes(), 10);
+    assert_eq!(s.results.bytes_received, 10 * 2048 * 1024);
+}
