@@ -281,6 +281,8 @@ where
     let x_labels = match &panel.x_axis {
         XAxis::Categories(c) => 2 * c.len() + 2,
         XAxis::Nines => x1 as usize + 1,
+        // Logarithmic axes: a tick per power (of 2 for x, of 10 for y).
+        XAxis::Numbers if log_x => (x1 - x0).ceil() as usize + 1,
         XAxis::Numbers => 10,
     };
     chart
@@ -610,8 +612,14 @@ fn result_panels(path: &Path, args: &PlotArgs) -> Result<Vec<Panel>, UsageError>
         lines: spectrum_lines,
     }];
     if !r.series.is_empty() {
+        // The run's last interval can be a sliver (a few ms): its rate says nothing.
+        let longest = r.series.iter().map(|p| p.duration_s).fold(0.0, f64::max);
         let series = |f: &dyn Fn(&crate::engine::live::IntervalPoint) -> f64| {
-            r.series.iter().map(|p| (p.t_s, f(p))).collect::<Vec<_>>()
+            r.series
+                .iter()
+                .filter(|p| p.duration_s >= 0.2 * longest)
+                .map(|p| (p.t_s, f(p)))
+                .collect::<Vec<_>>()
         };
         let mut rate_lines = vec![Line {
             name: "successes/s".into(),
