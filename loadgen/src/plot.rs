@@ -7,6 +7,7 @@
 //!
 //! [`Panel`] and [`draw`] are also what `loadgen sweep` draws its chart with.
 
+use crate::sweep::heading;
 use crate::{ToolOutput, UsageError};
 use clap::Args;
 use plotters::prelude::*;
@@ -240,7 +241,7 @@ where
     }
     if panel.log_y {
         y0 = y0.floor();
-        y1 = (y1 + 0.05).ceil();
+        y1 = (y1 + 0.35).ceil(); // room for the legend
     } else {
         if y0 >= 0.0 {
             y0 = 0.0;
@@ -268,12 +269,12 @@ where
             }
         }
         XAxis::Nines => format_number_precise(nines_to_percentile(*v)),
-        XAxis::Numbers if log_x => format_number(2f64.powf(*v)),
+        XAxis::Numbers if log_x => power_label(2.0, *v),
         XAxis::Numbers => format_number(*v),
     };
     let y_format = |v: &f64| {
         if log_y {
-            format_number(10f64.powf(*v))
+            power_label(10.0, *v)
         } else {
             format_number(*v)
         }
@@ -334,6 +335,15 @@ where
         .draw()
         .map_err(draw_err)?;
     Ok(())
+}
+
+/// A logarithmic axis' tick: labelled at whole powers of `base` only.
+fn power_label(base: f64, v: f64) -> String {
+    if (v - v.round()).abs() < 1e-6 {
+        format_number(base.powf(v.round()))
+    } else {
+        String::new()
+    }
 }
 
 /// A percentile as a label: 50, 90, 99, 99.9, 99.99 (no rounding up to 100).
@@ -452,7 +462,7 @@ pub fn lines_from_table(t: &Table, sel: &Selection) -> Result<(XAxis, Vec<Line>)
         let key = si
             .iter()
             .zip(sel.series)
-            .map(|(&i, name)| format!("{name}={}", cell(r, i)))
+            .map(|(&i, name)| format!("{}={}", heading(name), cell(r, i)))
             .collect::<Vec<_>>()
             .join(", ");
         match groups.iter_mut().find(|(k, _)| *k == key) {
@@ -475,8 +485,8 @@ pub fn lines_from_table(t: &Table, sel: &Selection) -> Result<(XAxis, Vec<Line>)
             let dashed = sel.dashed.contains(col);
             let solid_index = solid.iter().position(|s| *s == col).unwrap_or(0);
             let name = match (key.is_empty(), sel.y.len() > 1) {
-                (true, _) => col.clone(),
-                (false, true) => format!("{col}, {key}"),
+                (true, _) => heading(col),
+                (false, true) => format!("{}, {key}", heading(col)),
                 (false, false) => key.clone(),
             };
             lines.push(Line {

@@ -642,11 +642,8 @@ fn chart(args: &SweepArgs, table: &Table) -> Result<Panel, String> {
     for l in &mut lines {
         l.name = l
             .name
-            .replace("littles_law_calls_per_s", "Little's law")
-            .replace("throughput_calls_per_s", "measured")
-            .replace("delay_ms=", "delay (ms)=")
-            .replace("payload_resp_kb=", "response (KB)=")
-            .replace("handler_count=", "handlers=");
+            .replace("Little's law (calls/s)", "Little's law")
+            .replace("throughput (calls/s)", "measured");
     }
     Ok(Panel {
         title: args
