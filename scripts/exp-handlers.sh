@@ -3,7 +3,8 @@
 # and an injected echo service time D, loaded by 32 connections × 32 workers (freon's
 # `--clients=32 -t 32`), so 32 requests are always outstanding. Little's law predicts
 # throughput = min(H, 32) / D when D > 0; with D = 0 the CPU is the limit. One `loadgen sweep`
-# (dn-sim's settings through its admin endpoint) writes the CSV, JSON and chart; the markdown
+# (dn-sim's settings through its admin endpoint) writes the CSV, JSON and throughput chart,
+# `loadgen plot` the p99 chart from the CSV; the markdown
 # table goes to stdout and to OUT/exp-handlers.md.
 #
 #   scripts/exp-handlers.sh [--quick] [--duration 5s] [--out DIR]
@@ -48,14 +49,19 @@ if ! "$LOADGEN" sweep \
     tail -n 5 "$prefix.log" >&2
     exit 1
 fi
+"$LOADGEN" plot --csv "$prefix.csv" --x handler_count --y p99_ms --series delay_ms --log-x --log-y \
+    --title "Echo p99 latency vs dn-sim handler count (32 connections x 32 threads)" \
+    --x-label "handlers" --y-label "p99 latency (ms)" -o "$prefix-p99.svg" 2>>"$prefix.log"
 {
     echo
     echo "Machine: $(nproc) cores shared by loadgen and its embedded dn-sim; each cell: loadgen echo --clients 32 -t 32 --duration $duration."
     echo "Little's law: min(handlers, 32 outstanding) / delay; with no delay the CPU is the limit (—)."
 } >>"$prefix.md"
 cat "$prefix.md"
-for f in "$prefix.csv" "$prefix.json" "$prefix.svg"; do
+for f in "$prefix.csv" "$prefix.json" "$prefix.svg" "$prefix-p99.svg"; do
     [ -s "$f" ] || { echo "exp-handlers: $f is missing or empty" >&2; exit 1; }
 done
-grep -q '<svg' "$prefix.svg" || { echo "exp-handlers: $prefix.svg is not an SVG" >&2; exit 1; }
-echo "wrote $prefix.csv, $prefix.json, $prefix.svg, $prefix.md"
+for f in "$prefix.svg" "$prefix-p99.svg"; do
+    grep -q '<svg' "$f" || { echo "exp-handlers: $f is not an SVG" >&2; exit 1; }
+done
+echo "wrote $prefix.csv, $prefix.json, $prefix.svg, $prefix-p99.svg, $prefix.md"
