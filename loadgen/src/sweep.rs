@@ -480,7 +480,6 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
         std::fs::create_dir_all(dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
     }
 
-    let cells = matrix(&args.params);
     let mut table = Table {
         header: args
             .params
@@ -491,65 +490,14 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
         rows: Vec::new(),
     };
     let mut cell_json = Vec::new();
-    let outcome = (|| -> Result<(), UsageError> {
-        for (k, idx) in cells.iter().enumerate() {
-            let cell: Vec<(ParamName, &str, f64)> = args
-                .params
-                .iter()
-                .zip(idx)
-                .map(|(p, &i)| (p.name, p.values[i].0.as_str(), p.values[i].1))
-                .collect();
-            let label = cell
-                .iter()
-                .map(|(n, t, _)| {
-                    format!(
-                        "{}={t}",
-                        n.column().trim_end_matches("_ms").trim_end_matches("_kb")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(" ");
-            let changes = dn_sim_changes(&cell);
-            if !changes.is_empty() {
-                let admin = admin.as_deref().expect("checked above");
-                http(admin, "PUT", "/config", &Value::Object(changes).to_string())
-                    .map_err(usage)?;
-                std::thread::sleep(args.settle);
-            }
-            let mut echo = base.clone();
-            apply_loadgen(&mut echo, &cell);
-            let config = RunConfig::echo(&echo).map_err(|e| usage(format!("{label}: {}", e.0)))?;
-            eprintln!("loadgen sweep: cell {}/{}: {label}", k + 1, cells.len());
-            let summary =
-                crate::run_config(&config).map_err(|e| usage(format!("{label}: {}", e.0)))?;
-            let r = summary.results;
-            let find = |n: ParamName| cell.iter().find(|c| c.0 == n).map(|c| c.2);
-            let handlers = find(ParamName::HandlerCount).or(initial_handlers);
-            let row = measured(&r, &config, handlers, find(ParamName::Delay));
-            eprintln!(
-                "loadgen sweep:   {} calls/s, p99 {} ms, {} error(s)",
-                row[3].1, row[7].1, row[2].1
-            );
-            let mut params = Map::new();
-            let mut cells_text: Vec<String> = Vec::new();
-            for &(n, t, v) in &cell {
-                params.insert(n.column().into(), json!(t));
-                cells_text.push(if v.is_nan() {
-                    t.to_string()
-                } else {
-                    trim_number(v)
-                });
-            }
-            cells_text.extend(row.iter().map(|(_, v)| v.clone()));
-            table.rows.push(cells_text);
-            cell_json.push(json!({
-                "params": params,
-                "measured": row.iter().map(|(c, v)| (c.to_string(), json!(v))).collect::<Map<_, _>>(),
-                "result": crate::report::json::to_json(&r, &base.report.percentiles.0),
-            }));
-        }
-        Ok(())
-    })();
+    let outcome = run_cells(
+        args,
+        &base,
+        admin.as_deref(),
+        initial_handlers,
+        &mut table,
+        &mut cell_json,
+    );
     if let (Some(a), Some(o)) = (&admin, &original) {
         let restore: Map<String, Value> = ["handler_count", "max_queue", "delays"]
             .iter()
@@ -589,6 +537,74 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
     Ok(ToolOutput {
         stdout: markdown(args, &table),
     })
+}
+
+/// Runs every cell of the matrix, adding a CSV row and a JSON object per cell.
+fn run_cells(
+    args: &SweepArgs,
+    base: &EchoArgs,
+    admin: Option<&str>,
+    initial_handlers: Option<f64>,
+    table: &mut Table,
+    cell_json: &mut Vec<Value>,
+) -> Result<(), UsageError> {
+    let usage = |m: String| UsageError(format!("sweep: {m}"));
+    let cells = matrix(&args.params);
+    for (k, idx) in cells.iter().enumerate() {
+        let cell: Vec<(ParamName, &str, f64)> = args
+            .params
+            .iter()
+            .zip(idx)
+            .map(|(p, &i)| (p.name, p.values[i].0.as_str(), p.values[i].1))
+            .collect();
+        let label = cell
+            .iter()
+            .map(|(n, t, _)| {
+                format!(
+                    "{}={t}",
+                    n.column().trim_end_matches("_ms").trim_end_matches("_kb")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let changes = dn_sim_changes(&cell);
+        if !changes.is_empty() {
+            let admin = admin.expect("checked above");
+            http(admin, "PUT", "/config", &Value::Object(changes).to_string()).map_err(usage)?;
+            std::thread::sleep(args.settle);
+        }
+        let mut echo = base.clone();
+        apply_loadgen(&mut echo, &cell);
+        let config = RunConfig::echo(&echo).map_err(|e| usage(format!("{label}: {}", e.0)))?;
+        eprintln!("loadgen sweep: cell {}/{}: {label}", k + 1, cells.len());
+        let summary = crate::run_config(&config).map_err(|e| usage(format!("{label}: {}", e.0)))?;
+        let r = summary.results;
+        let find = |n: ParamName| cell.iter().find(|c| c.0 == n).map(|c| c.2);
+        let handlers = find(ParamName::HandlerCount).or(initial_handlers);
+        let row = measured(&r, &config, handlers, find(ParamName::Delay));
+        eprintln!(
+            "loadgen sweep:   {} calls/s, p99 {} ms, {} error(s)",
+            row[3].1, row[7].1, row[2].1
+        );
+        let mut params = Map::new();
+        let mut cells_text: Vec<String> = Vec::new();
+        for &(n, t, v) in &cell {
+            params.insert(n.column().into(), json!(t));
+            cells_text.push(if v.is_nan() {
+                t.to_string()
+            } else {
+                trim_number(v)
+            });
+        }
+        cells_text.extend(row.iter().map(|(_, v)| v.clone()));
+        table.rows.push(cells_text);
+        cell_json.push(json!({
+            "params": params,
+            "measured": row.iter().map(|(c, v)| (c.to_string(), json!(v))).collect::<Map<_, _>>(),
+            "result": crate::report::json::to_json(&r, &base.report.percentiles.0),
+        }));
+    }
+    Ok(())
 }
 
 fn trim_number(v: f64) -> String {
