@@ -14,6 +14,10 @@ echo "== Prometheus end to end (installs Debian's prometheus when missing)"
 cargo build -q --locked -p dn-sim -p loadgen
 scripts/test-prometheus.sh
 
+echo "== experiments, --quick: tables and charts (scripts/exp-handlers.sh, scripts/exp-echo-payload.sh)"
+LOADGEN=target/debug/loadgen scripts/exp-handlers.sh --quick
+LOADGEN=target/debug/loadgen scripts/exp-echo-payload.sh --quick
+
 echo "== deploy/ statically: compose files (docker-compose 1.29, Compose spec), scrape config, Grafana dashboard"
 scripts/check-deploy.sh
 

@@ -301,6 +301,7 @@ impl AsyncWrite for CountedConnection {
 /// `--target`) does not share executor threads with it.
 pub struct EmbeddedServer {
     local_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -314,6 +315,7 @@ impl EmbeddedServer {
             .build()?;
         let server = runtime.block_on(start(config))?;
         let local_addr = server.local_addr();
+        let metrics_addr = server.metrics_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("dn-sim-main".into())
@@ -325,6 +327,7 @@ impl EmbeddedServer {
             })?;
         Ok(Self {
             local_addr,
+            metrics_addr,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -332,6 +335,11 @@ impl EmbeddedServer {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `/prom`, `/metrics` and `/config` are served (`Config::metrics_listen`), if anywhere.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 }
 

@@ -28,6 +28,12 @@ pub enum Command {
     /// Combine the JSON results (--format json) of several loadgen processes into one report.
     /// Exact: the latency histograms are merged, not averaged.
     Merge(MergeArgs),
+    /// Draw an SVG chart: of one JSON result (latency by percentile, throughput and latency per
+    /// interval) or of columns of a CSV file (--csv FILE --x COL --y COL[,COL] --series COL).
+    Plot(Box<crate::plot::PlotArgs>),
+    /// Run a workload over a parameter matrix (loadgen flags and dn-sim settings through its
+    /// admin endpoint); write one CSV, one JSON and one chart, print a markdown table.
+    Sweep(Box<crate::sweep::SweepArgs>),
 }
 
 /// How requests travel on a connection.

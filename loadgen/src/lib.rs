@@ -13,9 +13,11 @@ pub mod cpu;
 pub mod engine;
 pub mod merge;
 pub mod outcome;
+pub mod plot;
 pub mod report;
 pub mod results;
 pub mod retry;
+pub mod sweep;
 pub mod throttle;
 pub mod workload;
 
@@ -75,6 +77,23 @@ pub fn run(cli: cli::Cli) -> Result<Summary, UsageError> {
     match &cli.command {
         cli::Command::Echo(args) => run_config(&RunConfig::echo(args)?),
         cli::Command::Merge(args) => merge::run(args),
+        cli::Command::Plot(_) | cli::Command::Sweep(_) => Err(UsageError(
+            "plot and sweep write files rather than one run's report: use loadgen::run_tool".into(),
+        )),
+    }
+}
+
+/// What `plot` and `sweep` print on stdout (they write their files themselves).
+pub struct ToolOutput {
+    pub stdout: String,
+}
+
+/// Runs `plot` or `sweep`; `None` for the commands [`run`] handles.
+pub fn run_tool(cli: &cli::Cli) -> Option<Result<ToolOutput, UsageError>> {
+    match &cli.command {
+        cli::Command::Plot(args) => Some(plot::run(args)),
+        cli::Command::Sweep(args) => Some(sweep::run(args)),
+        _ => None,
     }
 }
 

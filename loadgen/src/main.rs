@@ -30,6 +30,18 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(outcome) = loadgen::run_tool(&cli) {
+        return match outcome {
+            Ok(out) => {
+                let _ = write!(std::io::stdout().lock(), "{}", out.stdout);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("loadgen: error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     match loadgen::run(cli) {
         Ok(summary) => {
             let mut out = std::io::stdout().lock();

@@ -1,0 +1,748 @@
+//! `loadgen sweep`: runs a workload once per cell of a parameter matrix and writes one CSV (a row
+//! per cell), one JSON (every cell's full result) and one SVG chart, and prints a markdown table.
+//! dn-sim parameters (`handler_count`, `delay`, `max_queue`) are set through dn-sim's admin
+//! endpoint (`PUT /config`) before each cell; loadgen parameters (`threads`, `clients`,
+//! `payload_req`, `payload_resp`, `rate`, `pipeline`, `sleep_time_ms`) override the workload's
+//! flags. Without `--target` an embedded dn-sim with an admin listener on 127.0.0.1 is started.
+
+use crate::cli::{Cli, Command, EchoArgs, Format};
+use crate::config::RunConfig;
+use crate::plot::{self, Panel, Selection, Table};
+use crate::results::Results;
+use crate::{ToolOutput, UsageError};
+use clap::{Args, Parser};
+use serde_json::{Map, Value, json};
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "Example: loadgen sweep --param delay=0,1ms,2ms --param handler_count=1,2,4,8 \
+    --out results/handlers -- echo --clients 32 -t 32 --duration 5s\n\
+    dn-sim parameters: handler_count, delay (of echoes; 0 = none), max_queue (a number or none).\n\
+    loadgen parameters: threads, clients, payload_req, payload_resp (KB), rate (requests/s), \
+    pipeline, sleep_time_ms."
+)]
+pub struct SweepArgs {
+    /// The DataNode or dn-sim client port; without it (and without --target in the workload's
+    /// flags) an embedded dn-sim with an admin listener is started.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub target: Option<String>,
+
+    /// dn-sim's HTTP admin port (its --metrics-listen), needed for dn-sim parameters with
+    /// --target.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub admin: Option<String>,
+
+    /// A parameter and its values, NAME=V1,V2,… (repeatable). Every combination is run; the
+    /// first --param changes slowest.
+    #[arg(long = "param", value_name = "NAME=V1,V2,...", required = true, value_parser = parse_param)]
+    pub params: Vec<Param>,
+
+    /// Writes PREFIX.csv, PREFIX.json and PREFIX.svg.
+    #[arg(long, value_name = "PREFIX", default_value = "sweep")]
+    pub out: PathBuf,
+
+    /// Chart title.
+    #[arg(long)]
+    pub title: Option<String>,
+
+    /// The chart's x parameter [default: the last --param with several values; the other
+    /// parameters with several values make the lines].
+    #[arg(long, value_name = "NAME")]
+    pub x: Option<String>,
+
+    /// The chart's y column, e.g. throughput_calls_per_s, p99_ms, rx_mb_per_s.
+    #[arg(long, value_name = "COL", default_value = "throughput_calls_per_s", value_parser = parse_metric)]
+    pub y: String,
+
+    /// Logarithmic x axis (base 2: ticks at 1, 2, 4, 8 …).
+    #[arg(long)]
+    pub log_x: bool,
+
+    /// Logarithmic y axis.
+    #[arg(long)]
+    pub log_y: bool,
+
+    /// Columns of the printed markdown table, comma separated [default: the parameters, then
+    /// throughput, p50, p99, p99.9, MB/s, errors, and Little's law when there is a delay].
+    #[arg(long, value_name = "COL[,COL]", value_delimiter = ',')]
+    pub table: Vec<String>,
+
+    /// Pause after changing dn-sim's settings, before a cell starts.
+    #[arg(long, default_value = "200ms", value_parser = crate::cli::parse_duration)]
+    pub settle: Duration,
+
+    /// The workload and its flags, after `--`: `-- echo --clients 32 -t 32 --duration 5s`.
+    #[arg(last = true, required = true, value_name = "WORKLOAD FLAGS")]
+    pub workload: Vec<String>,
+}
+
+/// What a sweep parameter sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamName {
+    HandlerCount,
+    Delay,
+    MaxQueue,
+    Threads,
+    Clients,
+    PayloadReq,
+    PayloadResp,
+    Rate,
+    Pipeline,
+    SleepTimeMs,
+}
+
+impl ParamName {
+    const ALL: [(&'static str, ParamName); 10] = [
+        ("handler_count", ParamName::HandlerCount),
+        ("delay", ParamName::Delay),
+        ("max_queue", ParamName::MaxQueue),
+        ("threads", ParamName::Threads),
+        ("clients", ParamName::Clients),
+        ("payload_req", ParamName::PayloadReq),
+        ("payload_resp", ParamName::PayloadResp),
+        ("rate", ParamName::Rate),
+        ("pipeline", ParamName::Pipeline),
+        ("sleep_time_ms", ParamName::SleepTimeMs),
+    ];
+
+    /// The CSV column, with its unit.
+    pub fn column(self) -> &'static str {
+        match self {
+            ParamName::HandlerCount => "handler_count",
+            ParamName::Delay => "delay_ms",
+            ParamName::MaxQueue => "max_queue",
+            ParamName::Threads => "threads",
+            ParamName::Clients => "clients",
+            ParamName::PayloadReq => "payload_req_kb",
+            ParamName::PayloadResp => "payload_resp_kb",
+            ParamName::Rate => "rate_per_s",
+            ParamName::Pipeline => "pipeline",
+            ParamName::SleepTimeMs => "sleep_time_ms",
+        }
+    }
+
+    fn is_dn_sim(self) -> bool {
+        matches!(
+            self,
+            ParamName::HandlerCount | ParamName::Delay | ParamName::MaxQueue
+        )
+    }
+}
+
+/// One `--param`: a name and its values (as given, and as the CSV number).
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: ParamName,
+    pub values: Vec<(String, f64)>,
+}
+
+fn parse_param(s: &str) -> Result<Param, String> {
+    let (name, values) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not NAME=V1,V2,..."))?;
+    let name = ParamName::ALL
+        .iter()
+        .find(|(n, _)| *n == name.trim())
+        .map(|(_, p)| *p)
+        .ok_or_else(|| {
+            let names: Vec<_> = ParamName::ALL.iter().map(|(n, _)| *n).collect();
+            format!("unknown parameter '{name}' (known: {})", names.join(", "))
+        })?;
+    let values = values
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|v| param_value(name, v).map(|n| (v.to_string(), n)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if values.is_empty() {
+        return Err(format!("'{s}': give at least one value"));
+    }
+    Ok(Param { name, values })
+}
+
+/// Validates a value and turns it into the number written in the CSV.
+fn param_value(name: ParamName, v: &str) -> Result<f64, String> {
+    let whole = |lo: u64, hi: u64| -> Result<f64, String> {
+        match v.parse::<u64>() {
+            Ok(n) if (lo..=hi).contains(&n) => Ok(n as f64),
+            _ => Err(format!(
+                "{}: '{v}' is not a whole number from {lo} to {hi}",
+                name.column()
+            )),
+        }
+    };
+    match name {
+        ParamName::HandlerCount => whole(1, 100_000),
+        ParamName::Delay => delay_ms(v),
+        ParamName::MaxQueue if v == "none" => Ok(f64::NAN),
+        ParamName::MaxQueue => whole(0, u32::MAX as u64),
+        ParamName::Threads => whole(1, 100_000),
+        ParamName::Clients => whole(1, 10_000),
+        ParamName::PayloadReq | ParamName::PayloadResp => {
+            whole(0, (common::MAX_MESSAGE_SIZE / 1024) as u64)
+        }
+        ParamName::Rate => match common::units::parse_rate(v) {
+            Ok(r) if r > 0.0 => Ok(r),
+            _ => Err(format!("rate: '{v}' is not a rate above 0")),
+        },
+        ParamName::Pipeline => whole(1, 4096),
+        ParamName::SleepTimeMs => whole(0, i32::MAX as u64),
+    }
+}
+
+fn delay_ms(v: &str) -> Result<f64, String> {
+    if v.trim_end_matches("ms").trim_end_matches('s') == "0" {
+        return Ok(0.0);
+    }
+    common::units::parse_duration(v)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .map_err(|e| format!("delay: '{v}': {e}"))
+}
+
+const METRICS: [(&str, &str); 15] = [
+    ("outstanding", "outstanding"),
+    ("requests", "requests"),
+    ("errors", "errors"),
+    ("throughput_calls_per_s", "throughput (calls/s)"),
+    ("successes_per_s", "successes (calls/s)"),
+    ("p50_ms", "p50 (ms)"),
+    ("p90_ms", "p90 (ms)"),
+    ("p99_ms", "p99 (ms)"),
+    ("p99_9_ms", "p99.9 (ms)"),
+    ("max_ms", "max (ms)"),
+    ("latency", "latency from"),
+    ("rx_mb_per_s", "received (MB/s)"),
+    ("tx_mb_per_s", "sent (MB/s)"),
+    ("littles_law_calls_per_s", "Little's law (calls/s)"),
+    ("measured_over_predicted_pct", "measured / predicted (%)"),
+];
+
+fn parse_metric(s: &str) -> Result<String, String> {
+    if METRICS.iter().any(|(c, _)| *c == s) {
+        Ok(s.to_string())
+    } else {
+        let names: Vec<_> = METRICS.iter().map(|(c, _)| *c).collect();
+        Err(format!(
+            "unknown column '{s}' (columns: {})",
+            names.join(", ")
+        ))
+    }
+}
+
+/// A column's heading in the markdown table and its axis label.
+pub fn heading(col: &str) -> String {
+    if let Some((_, h)) = METRICS.iter().find(|(c, _)| *c == col) {
+        return h.to_string();
+    }
+    match col {
+        "handler_count" => "handlers",
+        "delay_ms" => "echo delay (ms)",
+        "max_queue" => "max queue",
+        "threads" => "threads",
+        "clients" => "clients (connections)",
+        "payload_req_kb" => "request payload (KB)",
+        "payload_resp_kb" => "response payload (KB)",
+        "rate_per_s" => "rate (requests/s)",
+        "pipeline" => "pipeline depth",
+        "sleep_time_ms" => "sleep time (ms)",
+        other => other,
+    }
+    .to_string()
+}
+
+/// A minimal HTTP/1.1 exchange with dn-sim's admin listener; the answer's body on 200.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> Result<String, String> {
+    let err = |e: std::io::Error| format!("{method} http://{addr}{path}: {e}");
+    let sock = addr
+        .to_socket_addrs()
+        .map_err(err)?
+        .next()
+        .ok_or_else(|| format!("{addr}: no address"))?;
+    let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(5)).map_err(err)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(err)?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(err)?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).map_err(err)?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head.split_whitespace().nth(1).unwrap_or("?");
+    if status != "200" {
+        return Err(format!(
+            "{method} http://{addr}{path}: HTTP {status}: {}",
+            body.trim()
+        ));
+    }
+    Ok(body.to_string())
+}
+
+/// dn-sim's settings for one cell, as a `PUT /config` body (empty: nothing to change).
+fn dn_sim_changes(cell: &[(ParamName, &str, f64)]) -> Map<String, Value> {
+    let mut changes = Map::new();
+    for &(name, text, number) in cell {
+        match name {
+            ParamName::HandlerCount => {
+                changes.insert("handler_count".into(), json!(number as u64));
+            }
+            ParamName::Delay if number == 0.0 => {
+                changes.insert("delays".into(), json!({}));
+            }
+            ParamName::Delay => {
+                changes.insert("delays".into(), json!({ "echo": text }));
+            }
+            ParamName::MaxQueue if number.is_nan() => {
+                changes.insert("max_queue".into(), Value::Null);
+            }
+            ParamName::MaxQueue => {
+                changes.insert("max_queue".into(), json!(number as u64));
+            }
+            _ => {}
+        }
+    }
+    changes
+}
+
+fn apply_loadgen(args: &mut EchoArgs, cell: &[(ParamName, &str, f64)]) {
+    for &(name, _, n) in cell {
+        match name {
+            ParamName::Threads => args.common.threads = n as u32,
+            ParamName::Clients => args.common.clients = n as u32,
+            ParamName::PayloadReq => args.payload_req = n as u64,
+            ParamName::PayloadResp => args.payload_resp = n as u64,
+            ParamName::Rate => {
+                args.common.rate = Some(n);
+                args.common.rate_schedule = None;
+            }
+            ParamName::Pipeline => args.common.pipeline = n as u32,
+            ParamName::SleepTimeMs => args.sleep_time_ms = n as i32,
+            _ => {}
+        }
+    }
+}
+
+fn fmt(v: f64, decimals: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.decimals$}")
+    } else {
+        String::new()
+    }
+}
+
+/// One cell's row: the measured values, by column.
+fn measured(
+    r: &Results,
+    config: &RunConfig,
+    handlers: Option<f64>,
+    delay_ms: Option<f64>,
+) -> Vec<(&'static str, String)> {
+    let h = &r.corrected;
+    let outstanding = config.max_in_flight() as f64;
+    let predicted = match (handlers, delay_ms) {
+        (Some(hc), Some(d)) if d > 0.0 => {
+            let p = hc.min(outstanding) / (d / 1000.0);
+            Some(r.description.peak_rate.map_or(p, |rate| p.min(rate)))
+        }
+        _ => None,
+    };
+    const MB: f64 = 1024.0 * 1024.0;
+    vec![
+        ("outstanding", fmt(outstanding, 0)),
+        ("requests", r.requests().to_string()),
+        ("errors", r.failures().to_string()),
+        ("throughput_calls_per_s", fmt(r.throughput(), 1)),
+        ("successes_per_s", fmt(r.success_rate(), 1)),
+        ("p50_ms", fmt(h.percentile_ms(50.0), 3)),
+        ("p90_ms", fmt(h.percentile_ms(90.0), 3)),
+        ("p99_ms", fmt(h.percentile_ms(99.0), 3)),
+        ("p99_9_ms", fmt(h.percentile_ms(99.9), 3)),
+        ("max_ms", fmt(h.max_ms(), 3)),
+        (
+            "latency",
+            if r.description.open_loop() {
+                "intended-send"
+            } else {
+                "send"
+            }
+            .into(),
+        ),
+        ("rx_mb_per_s", fmt(r.bytes_received_per_s() / MB, 2)),
+        ("tx_mb_per_s", fmt(r.bytes_sent_per_s() / MB, 2)),
+        (
+            "littles_law_calls_per_s",
+            predicted.map_or(String::new(), |p| fmt(p, 0)),
+        ),
+        (
+            "measured_over_predicted_pct",
+            predicted.map_or(String::new(), |p| fmt(r.throughput() / p * 100.0, 1)),
+        ),
+    ]
+}
+
+/// Every combination of the parameters' values, the first parameter changing slowest.
+fn matrix(params: &[Param]) -> Vec<Vec<usize>> {
+    let mut cells = vec![vec![]];
+    for p in params {
+        cells = cells
+            .into_iter()
+            .flat_map(|c| {
+                (0..p.values.len()).map(move |i| {
+                    let mut c = c.clone();
+                    c.push(i);
+                    c
+                })
+            })
+            .collect();
+    }
+    cells
+}
+
+pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
+    let usage = |m: String| UsageError(format!("sweep: {m}"));
+    for (i, p) in args.params.iter().enumerate() {
+        if args.params[..i].iter().any(|q| q.name == p.name) {
+            return Err(usage(format!("--param {} is given twice", p.name.column())));
+        }
+    }
+    let parsed = Cli::try_parse_from(
+        std::iter::once("loadgen".to_string()).chain(args.workload.iter().cloned()),
+    )
+    .map_err(|e| {
+        let text = e.to_string();
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("invalid workload flags")
+            .trim_start_matches("error: ")
+            .to_string();
+        usage(format!("workload flags: {first}"))
+    })?;
+    let Command::Echo(base) = parsed.command else {
+        return Err(usage(
+            "the workload must be `echo` (e.g. `-- echo -t 32 --duration 5s`)".into(),
+        ));
+    };
+    let mut base = *base;
+    base.report.format = Format::Text;
+    base.report.output = None;
+    let needs_admin = args.params.iter().any(|p| p.name.is_dn_sim());
+    let target = args.target.clone().or(base.common.target.clone());
+    let (_embedded, target, admin) = match target {
+        Some(t) => {
+            if needs_admin && args.admin.is_none() {
+                return Err(usage(
+                    "dn-sim parameters with --target need --admin HOST:PORT (dn-sim's --metrics-listen)".into(),
+                ));
+            }
+            (None, t, args.admin.clone())
+        }
+        None => {
+            let config = dn_sim::Config {
+                metrics_listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+                ..dn_sim::Config::loopback()
+            };
+            let server =
+                dn_sim::EmbeddedServer::start(config, base.common.embedded_threads as usize)
+                    .map_err(|e| usage(format!("cannot start the embedded dn-sim: {e:#}")))?;
+            let t = server.local_addr().to_string();
+            let admin = server.metrics_addr().map(|a| a.to_string());
+            eprintln!(
+                "loadgen sweep: embedded dn-sim on {t}, admin on http://{}",
+                admin.as_deref().unwrap_or("-")
+            );
+            (Some(server), t, admin)
+        }
+    };
+    base.common.target = Some(target.clone());
+    // dn-sim's settings before the sweep, restored after it.
+    let original: Option<Map<String, Value>> = match (&admin, needs_admin) {
+        (Some(a), true) => {
+            let body = http(a, "GET", "/config", "").map_err(usage)?;
+            Some(serde_json::from_str(&body).map_err(|e| usage(format!("GET /config: {e}")))?)
+        }
+        _ => None,
+    };
+    let initial_handlers = original
+        .as_ref()
+        .and_then(|o| o.get("handler_count"))
+        .and_then(Value::as_f64);
+    let csv = args.out.with_extension("csv");
+    let json_path = args.out.with_extension("json");
+    let svg = args.out.with_extension("svg");
+    if let Some(dir) = csv.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
+    }
+
+    let mut table = Table {
+        header: args
+            .params
+            .iter()
+            .map(|p| p.name.column().to_string())
+            .chain(METRICS.iter().map(|(c, _)| c.to_string()))
+            .collect(),
+        rows: Vec::new(),
+    };
+    let mut cell_json = Vec::new();
+    let outcome = run_cells(
+        args,
+        &base,
+        admin.as_deref(),
+        initial_handlers,
+        &mut table,
+        &mut cell_json,
+    );
+    if let (Some(a), Some(o)) = (&admin, &original) {
+        let restore: Map<String, Value> = ["handler_count", "max_queue", "delays"]
+            .iter()
+            .filter_map(|k| o.get(*k).map(|v| (k.to_string(), v.clone())))
+            .collect();
+        if let Err(e) = http(a, "PUT", "/config", &Value::Object(restore).to_string()) {
+            eprintln!("loadgen sweep: warning: could not restore dn-sim's settings: {e}");
+        }
+    }
+    outcome?;
+
+    std::fs::write(&csv, table.to_csv()).map_err(|e| usage(format!("{}: {e}", csv.display())))?;
+    let doc = json!({
+        "sweep": {
+            "params": args.params.iter().map(|p| json!({
+                "name": p.name.column(),
+                "values": p.values.iter().map(|v| v.0.clone()).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "workload": args.workload,
+            "target": target,
+            "embedded": _embedded.is_some(),
+        },
+        "cells": cell_json,
+    });
+    let text = serde_json::to_string(&doc).expect("JSON");
+    std::fs::write(&json_path, text + "\n")
+        .map_err(|e| usage(format!("{}: {e}", json_path.display())))?;
+
+    let panel = chart(args, &table).map_err(usage)?;
+    plot::draw(&svg, (900, 560), &[panel]).map_err(|e| usage(format!("{}: {e}", svg.display())))?;
+    eprintln!(
+        "loadgen sweep: wrote {}, {} and {}",
+        csv.display(),
+        json_path.display(),
+        svg.display()
+    );
+    Ok(ToolOutput {
+        stdout: markdown(args, &table),
+    })
+}
+
+/// Runs every cell of the matrix, adding a CSV row and a JSON object per cell.
+fn run_cells(
+    args: &SweepArgs,
+    base: &EchoArgs,
+    admin: Option<&str>,
+    initial_handlers: Option<f64>,
+    table: &mut Table,
+    cell_json: &mut Vec<Value>,
+) -> Result<(), UsageError> {
+    let usage = |m: String| UsageError(format!("sweep: {m}"));
+    let cells = matrix(&args.params);
+    for (k, idx) in cells.iter().enumerate() {
+        let cell: Vec<(ParamName, &str, f64)> = args
+            .params
+            .iter()
+            .zip(idx)
+            .map(|(p, &i)| (p.name, p.values[i].0.as_str(), p.values[i].1))
+            .collect();
+        let label = cell
+            .iter()
+            .map(|(n, t, _)| {
+                format!(
+                    "{}={t}",
+                    n.column().trim_end_matches("_ms").trim_end_matches("_kb")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let changes = dn_sim_changes(&cell);
+        if !changes.is_empty() {
+            let admin = admin.expect("checked above");
+            http(admin, "PUT", "/config", &Value::Object(changes).to_string()).map_err(usage)?;
+            std::thread::sleep(args.settle);
+        }
+        let mut echo = base.clone();
+        apply_loadgen(&mut echo, &cell);
+        let config = RunConfig::echo(&echo).map_err(|e| usage(format!("{label}: {}", e.0)))?;
+        eprintln!("loadgen sweep: cell {}/{}: {label}", k + 1, cells.len());
+        let summary = crate::run_config(&config).map_err(|e| usage(format!("{label}: {}", e.0)))?;
+        let r = summary.results;
+        let find = |n: ParamName| cell.iter().find(|c| c.0 == n).map(|c| c.2);
+        let handlers = find(ParamName::HandlerCount).or(initial_handlers);
+        let row = measured(&r, &config, handlers, find(ParamName::Delay));
+        eprintln!(
+            "loadgen sweep:   {} calls/s, p99 {} ms, {} error(s)",
+            row[3].1, row[7].1, row[2].1
+        );
+        let mut params = Map::new();
+        let mut cells_text: Vec<String> = Vec::new();
+        for &(n, t, v) in &cell {
+            params.insert(n.column().into(), json!(t));
+            cells_text.push(if v.is_nan() {
+                t.to_string()
+            } else {
+                trim_number(v)
+            });
+        }
+        cells_text.extend(row.iter().map(|(_, v)| v.clone()));
+        table.rows.push(cells_text);
+        cell_json.push(json!({
+            "params": params,
+            "measured": row.iter().map(|(c, v)| (c.to_string(), json!(v))).collect::<Map<_, _>>(),
+            "result": crate::report::json::to_json(&r, &base.report.percentiles.0),
+        }));
+    }
+    Ok(())
+}
+
+fn trim_number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+fn chart(args: &SweepArgs, table: &Table) -> Result<Panel, String> {
+    let varying: Vec<&Param> = args.params.iter().filter(|p| p.values.len() > 1).collect();
+    let x = match &args.x {
+        Some(x) => args
+            .params
+            .iter()
+            .find(|p| {
+                p.name.column() == x || ParamName::ALL.iter().any(|(n, q)| n == x && *q == p.name)
+            })
+            .map(|p| p.name.column())
+            .ok_or_else(|| format!("--x {x} is not one of the --param names"))?,
+        None => varying
+            .last()
+            .copied()
+            .or(args.params.last())
+            .map(|p| p.name.column())
+            .expect("at least one --param"),
+    };
+    let series: Vec<String> = varying
+        .iter()
+        .map(|p| p.name.column().to_string())
+        .filter(|c| c != x)
+        .collect();
+    let mut y = vec![args.y.clone()];
+    let mut dashed = Vec::new();
+    let has_prediction = table.rows.iter().any(|r| {
+        let i = table.column("littles_law_calls_per_s").unwrap_or(0);
+        !r[i].is_empty()
+    });
+    if args.y == "throughput_calls_per_s" && has_prediction {
+        y.push("littles_law_calls_per_s".into());
+        dashed.push("littles_law_calls_per_s".to_string());
+    }
+    let sel = Selection {
+        x,
+        y: &y,
+        series: &series,
+        dashed: &dashed,
+    };
+    let (x_axis, mut lines) = plot::lines_from_table(table, &sel)?;
+    for l in &mut lines {
+        l.name = l
+            .name
+            .replace("Little's law (calls/s)", "Little's law")
+            .replace("throughput (calls/s)", "measured");
+    }
+    Ok(Panel {
+        title: args
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("{} vs {}", heading(&args.y), heading(x))),
+        x_label: heading(x),
+        y_label: heading(&args.y),
+        x_axis,
+        log_x: args.log_x,
+        log_y: args.log_y,
+        lines,
+    })
+}
+
+fn markdown(args: &SweepArgs, table: &Table) -> String {
+    let cols: Vec<String> = if args.table.is_empty() {
+        let mut c: Vec<String> = args
+            .params
+            .iter()
+            .map(|p| p.name.column().to_string())
+            .collect();
+        c.extend(
+            [
+                "throughput_calls_per_s",
+                "p50_ms",
+                "p99_ms",
+                "p99_9_ms",
+                "rx_mb_per_s",
+                "errors",
+            ]
+            .map(String::from),
+        );
+        if args.params.iter().any(|p| p.name == ParamName::Delay) {
+            c.extend(["littles_law_calls_per_s", "measured_over_predicted_pct"].map(String::from));
+        }
+        c
+    } else {
+        args.table.clone()
+    };
+    let idx: Vec<Option<usize>> = cols.iter().map(|c| table.column(c).ok()).collect();
+    let mut out = format!(
+        "| {} |\n",
+        cols.iter()
+            .map(|c| heading(c))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    out.push_str(&format!("|{}\n", "---:|".repeat(cols.len())));
+    for r in &table.rows {
+        let cells: Vec<&str> = idx
+            .iter()
+            .map(|i| i.and_then(|i| r.get(i)).map_or("", |s| s.as_str()))
+            .map(|s| if s.is_empty() { "—" } else { s })
+            .collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_parse_with_units_and_the_matrix_varies_the_first_slowest() {
+        let d = parse_param("delay=0,1ms,2.5ms").unwrap();
+        assert_eq!(
+            d.values.iter().map(|v| v.1).collect::<Vec<_>>(),
+            [0.0, 1.0, 2.5]
+        );
+        let h = parse_param("handler_count=1,4").unwrap();
+        assert_eq!(
+            matrix(&[d, h]),
+            [[0, 0], [0, 1], [1, 0], [1, 1], [2, 0], [2, 1]]
+        );
+        assert!(
+            parse_param("handlers=1")
+                .unwrap_err()
+                .contains("unknown parameter")
+        );
+        assert!(parse_param("threads=0").is_err());
+        assert!(parse_param("payload_resp=99999").is_err());
+        assert!(parse_param("max_queue=none").unwrap().values[0].1.is_nan());
+    }
+}
