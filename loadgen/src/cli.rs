@@ -28,6 +28,12 @@ pub enum Command {
     /// Combine the JSON results (--format json) of several loadgen processes into one report.
     /// Exact: the latency histograms are merged, not averaged.
     Merge(MergeArgs),
+    /// Write blocks as Ozone's BlockOutputStream does (WriteChunk per chunk, PutBlock per flush
+    /// and at block end); MB/s and writes/s, WriteChunk and PutBlock latency.
+    Write(Box<crate::blockio::args::WriteArgs>),
+    /// GetBlock and ReadChunk of blocks written first in this run or listed in a --manifest;
+    /// every checksum verified.
+    Read(Box<crate::blockio::args::ReadArgs>),
 }
 
 /// How requests travel on a connection.

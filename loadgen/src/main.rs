@@ -30,6 +30,9 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(code) = loadgen::blockio::main(&cli.command) {
+        return code;
+    }
     match loadgen::run(cli) {
         Ok(summary) => {
             let mut out = std::io::stdout().lock();
