@@ -271,7 +271,7 @@ fn corrupt_block(addr: &str) -> BlockData {
         ..Default::default()
     };
     let block = BlockData {
-        block_id: id.clone(),
+        block_id: id,
         chunks: vec![chunk.clone()],
         size: Some(data.len() as i64),
         ..Default::default()
@@ -285,7 +285,7 @@ fn corrupt_block(addr: &str) -> BlockData {
         let mut w = base.clone();
         w.cmd_type = Type::WriteChunk as i32;
         w.write_chunk = Some(WriteChunkRequestProto {
-            block_id: id.clone(),
+            block_id: id,
             chunk_data: Some(chunk.clone()),
             data: Some(data.clone()),
             ..Default::default()

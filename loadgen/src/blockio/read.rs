@@ -35,7 +35,7 @@ pub struct Expected {
 impl Expected {
     pub fn of_block(b: &BlockData) -> Self {
         Self {
-            id: b.block_id.clone(),
+            id: b.block_id,
             chunks: Some(b.chunks.clone()),
         }
     }
@@ -63,7 +63,7 @@ async fn read_block(client: &mut Client, ctx: &ReadCtx, block: &Expected, t: &mu
     let mut get = base.clone();
     get.cmd_type = Type::GetBlock as i32;
     get.get_block = Some(GetBlockRequestProto {
-        block_id: block.id.clone(),
+        block_id: block.id,
         ..Default::default()
     });
     let start = Instant::now();
@@ -91,7 +91,7 @@ async fn read_block(client: &mut Client, ctx: &ReadCtx, block: &Expected, t: &mu
         let mut read = base.clone();
         read.cmd_type = Type::ReadChunk as i32;
         read.read_chunk = Some(ReadChunkRequestProto {
-            block_id: block.id.clone(),
+            block_id: block.id,
             chunk_data: chunk.clone(),
             read_chunk_version: (ctx.version == ReadVersion::V1)
                 .then_some(ReadChunkVersion::V1 as i32),
