@@ -13,7 +13,9 @@
 #
 #   scripts/exp-checksum.sh [--quick] [--seconds 2] [--sizes "64KB 1MB"] [--threads "1 4"]
 #                           [--latencies "0 2"]
-# --quick: 2 sizes × 2 thread counts × both latencies, 1 s per run (< 1 minute; for CI).
+# --quick: 2 sizes × 2 thread counts × both latencies, 1 s per run, with the debug build the test
+# command has already built, runs to results/exp-checksum-quick.csv (about 25 s; a smoke test for
+# CI: its numbers mean nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -23,9 +25,10 @@ threads="1 4 7 14 28 42"
 latencies="0 2"
 seconds=2
 quick=0
+profile=release
 while [ $# -gt 0 ]; do
     case $1 in
-        --quick) quick=1; sizes="64KB 1MB"; threads="1 4"; seconds=1; shift ;;
+        --quick) quick=1; sizes="64KB 1MB"; threads="1 4"; seconds=1; profile=debug; shift ;;
         --seconds) seconds=$2; shift 2 ;;
         --sizes) sizes=$2; shift 2 ;;
         --threads) threads=$2; shift 2 ;;
@@ -34,10 +37,15 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-cargo build -q --release -p dn-sim -p loadgen
-BIN=target/release
+if [ "$profile" = release ]; then
+    cargo build -q --release -p dn-sim -p loadgen
+else
+    cargo build -q -p dn-sim -p loadgen
+fi
+BIN=target/$profile
 mkdir -p results
 csv=results/exp-checksum.csv
+[ "$quick" = 1 ] && csv=results/exp-checksum-quick.csv
 work=$(mktemp -d)
 sim=""
 cleanup() {
@@ -106,9 +114,9 @@ for lat in $latencies; do
     stop_sim
 done
 
-python3 - "$rows" "$(nproc)" "$seconds" "$(uname -m)" <<'PY'
+python3 - "$rows" "$(nproc)" "$seconds" "$(uname -m)" "$profile" <<'PY'
 import sys
-rows, nproc, seconds, arch = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+rows, nproc, seconds, arch, profile = sys.argv[1:6]
 cells, order = {}, []
 for line in open(rows):
     size, t, lat, mode, mbs = line.split()
@@ -132,7 +140,7 @@ print("- DN write latency (ms): service time dn-sim adds to every WriteChunk (`-
 print("- CRC32 at-flush (MB/s): CRC32 over each 4 MB chunk when it is sent (Ozone before HDDS-15612); MB/s = application bytes written per second, MB = 2^20 bytes.")
 print("- CRC32 incremental (MB/s): CRC32 of each write() while it is copied into the chunk buffer (HDDS-15612).")
 print("- improvement (%): (incremental − at-flush) / at-flush × 100; positive = incremental faster.")
-print(f"- chunk 4 MB, bytes per checksum 16 KB, block 256 MB, PutBlock every 16 MB; {seconds} s per run; dn-sim --store discard on the same machine ({nproc} cores, {arch}); loadgen with its default runtime threads (half the cores).")
+print(f"- chunk 4 MB, bytes per checksum 16 KB, block 256 MB, PutBlock every 16 MB; {seconds} s per run; dn-sim --store discard on the same machine ({nproc} cores, {arch}); loadgen ({profile} build) with its default runtime threads (half the cores).")
 print("- One run per cell, on a shared machine: differences of a few percent are noise. A real cluster adds network transfer and disk writes on 3 DataNodes, so the client's checksum time is a smaller share of each write than here.")
 PY
 echo "runs: $csv" >&2
