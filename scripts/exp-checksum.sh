@@ -14,7 +14,7 @@
 #   scripts/exp-checksum.sh [--quick] [--seconds 2] [--sizes "64KB 1MB"] [--threads "1 4"]
 #                           [--latencies "0 2"]
 # --quick: 2 sizes × 2 thread counts × both latencies, 1 s per run, with the debug build the test
-# command has already built, runs to results/exp-checksum-quick.csv (about 25 s; a smoke test for
+# command has already built, runs to results/exp-checksum-quick.csv (about 35 s; a smoke test for
 # CI: its numbers mean nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -20,7 +20,7 @@ scripts/check-deploy.sh
 echo "== compose stack under Podman (installs Podman when missing; says so and goes on when it cannot)"
 scripts/compose-smoke.sh
 
-echo "== HDDS-15612 experiment, quick (loadgen write against dn-sim, about 25 s)"
+echo "== HDDS-15612 experiment, quick (loadgen write against dn-sim, about 35 s)"
 scripts/exp-checksum.sh --quick >/dev/null
 
 echo "== tests"
