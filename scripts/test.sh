@@ -24,6 +24,9 @@ scripts/check-deploy.sh
 echo "== compose stack under Podman (installs Podman when missing; says so and goes on when it cannot)"
 scripts/compose-smoke.sh
 
+echo "== HDDS-15612 experiment, quick (loadgen write against dn-sim, about 35 s)"
+scripts/exp-checksum.sh --quick >/dev/null
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
     # Last, so that its summary closes the output (the crates have no doctests).

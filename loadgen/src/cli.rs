@@ -34,6 +34,12 @@ pub enum Command {
     /// Run a workload over a parameter matrix (loadgen flags and dn-sim settings through its
     /// admin endpoint); write one CSV, one JSON and one chart, print a markdown table.
     Sweep(Box<crate::sweep::SweepArgs>),
+    /// Write blocks as Ozone's BlockOutputStream does (WriteChunk per chunk, PutBlock per flush
+    /// and at block end); MB/s and writes/s, WriteChunk and PutBlock latency.
+    Write(Box<crate::blockio::args::WriteArgs>),
+    /// GetBlock and ReadChunk of blocks written first in this run or listed in a --manifest;
+    /// every checksum verified.
+    Read(Box<crate::blockio::args::ReadArgs>),
 }
 
 /// How requests travel on a connection.

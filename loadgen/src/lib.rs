@@ -6,6 +6,7 @@
 //! combines the JSON results of several runs. `main.rs` only parses and prints; tests call
 //! [`run`] in-process.
 
+pub mod blockio;
 pub mod cli;
 pub mod config;
 pub mod connection;
@@ -77,6 +78,9 @@ pub fn run(cli: cli::Cli) -> Result<Summary, UsageError> {
     match &cli.command {
         cli::Command::Echo(args) => run_config(&RunConfig::echo(args)?),
         cli::Command::Merge(args) => merge::run(args),
+        cli::Command::Write(_) | cli::Command::Read(_) => Err(UsageError(
+            "write and read run through loadgen::blockio::run".into(),
+        )),
         cli::Command::Plot(_) | cli::Command::Sweep(_) => Err(UsageError(
             "plot and sweep write files rather than one run's report: use loadgen::run_tool".into(),
         )),

@@ -42,6 +42,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(code) = loadgen::blockio::main(&cli.command) {
+        return code;
+    }
     match loadgen::run(cli) {
         Ok(summary) => {
             let mut out = std::io::stdout().lock();
