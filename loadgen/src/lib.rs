@@ -14,6 +14,7 @@ pub mod engine;
 pub mod merge;
 pub mod outcome;
 pub mod report;
+pub mod resilience;
 pub mod results;
 pub mod retry;
 pub mod throttle;
