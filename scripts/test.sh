@@ -20,6 +20,9 @@ scripts/check-deploy.sh
 echo "== compose stack under Podman (installs Podman when missing; says so and goes on when it cannot)"
 scripts/compose-smoke.sh
 
+echo "== throttling experiment, quick (accounting only, no performance goals; < 1 minute)"
+scripts/exp-throttling.sh --quick
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --locked --no-fail-fast
