@@ -47,7 +47,7 @@ else
     REQUESTS=2400    # per process: 4 x 2400 x 64 KB = 600 MB, 30 s at L
     WARMUP_S=5
 fi
-RETRY="exp:min=300ms,max=3s,delta=300ms,retries=30"
+export RETRY; RETRY="${RETRY:-exp:min=300ms,max=3s,delta=300ms,retries=30}"   # override: RETRY=abfs-new …
 THROTTLES=(none analyzer sre aimd)
 
 if [ -z "${BIN:-}" ]; then
@@ -91,7 +91,7 @@ for th in "${THROTTLES[@]}"; do
 done
 
 python3 - "$OUT" "$LIMIT_MB" "$WARMUP_S" "$QUICK" "$PROCS" "$REQUESTS" "${THROTTLES[@]}" <<'EOF'
-import json, math, sys, glob
+import json, math, os, sys, glob
 out, L, warm, quick, procs, requests = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5]), int(sys.argv[6])
 throttles = sys.argv[7:]
 MB = 1 << 20
@@ -139,7 +139,7 @@ with open("results/exp-throttling.csv", "w") as f:
     for k, th, g in series:
         f.write(f"{k},{th},{g:.3f}\n")
 print(f"L = {L:g} MB/s ingress; {procs} loadgen processes x {requests} x 64 KB echo writes "
-      f"({procs * requests * 64 / 1024:g} MB); retry {'exp:300ms/3s/300ms, 30 retries'}; warm-up {warm} s skipped\n")
+      f"({procs * requests * 64 / 1024:g} MB); retry {os.environ.get('RETRY', 'exp:min=300ms,max=3s,delta=300ms,retries=30')}; warm-up {warm} s skipped\n")
 print("| throttle | job time (s) | aggregate goodput mean (MB/s) | sd (MB/s) | goodput / L (%) | rejections per MB | retries per MB | locally throttled (attempts) | failed requests | locally rejected requests |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
