@@ -27,6 +27,9 @@ scripts/compose-smoke.sh
 echo "== HDDS-15612 experiment, quick (loadgen write against dn-sim, about 35 s)"
 scripts/exp-checksum.sh --quick >/dev/null
 
+echo "== throttling experiment, quick (accounting only, no performance goals; < 1 minute)"
+scripts/exp-throttling.sh --quick
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
     # Last, so that its summary closes the output (the crates have no doctests).

@@ -183,6 +183,29 @@ pub struct CommonArgs {
     /// Runtime threads of the embedded dn-sim (only without --target).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub embedded_threads: u32,
+
+    /// Retry a request up to N times after a retryable failure (UNAVAILABLE/RESOURCE_EXHAUSTED,
+    /// deadline, transport) [default: 0, or the --retry-backoff spec's retries= when given].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub retry: Option<u32>,
+
+    /// Backoff between retries: abfs (ABFS's legacy ExponentialRetryPolicy, 3s/30s/3s, the
+    /// default), abfs-new (500ms/25s/500ms), none, or exp:min=300ms,max=3s,delta=300ms,retries=30.
+    #[arg(long, value_name = "POLICY", value_parser = parse_retry_policy)]
+    pub retry_backoff: Option<crate::retry::RetryPolicy>,
+
+    /// Client-side throttle: none, analyzer (HADOOP-14660), sre (Google SRE adaptive throttling,
+    /// K=2, 2 min), aimd (additive-increase/multiplicative-decrease of the send rate).
+    #[arg(long, value_name = "KIND", default_value = "none", value_parser = parse_throttle_kind)]
+    pub client_throttle: crate::throttle::ThrottleKind,
+
+    /// One throttle per --clients connection (connection), or one for the whole process.
+    #[arg(long, value_name = "SCOPE", default_value = "connection", value_parser = parse_throttle_scope)]
+    pub throttle_scope: crate::throttle::ThrottleScope,
+
+    /// The analyzer throttle's analysis period (ABFS fs.azure.analysis.period).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub analysis_period: Duration,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -217,6 +240,21 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err("must be greater than zero".into());
     }
     Ok(d)
+}
+
+fn parse_retry_policy(s: &str) -> Result<crate::retry::RetryPolicy, String> {
+    s.parse()
+        .map_err(|e: crate::retry::RetryParseError| e.to_string())
+}
+
+fn parse_throttle_kind(s: &str) -> Result<crate::throttle::ThrottleKind, String> {
+    s.parse()
+        .map_err(|e: crate::throttle::ParseThrottleKindError| e.to_string())
+}
+
+fn parse_throttle_scope(s: &str) -> Result<crate::throttle::ThrottleScope, String> {
+    s.parse()
+        .map_err(|e: crate::throttle::ParseThrottleScopeError| e.to_string())
 }
 
 fn parse_positive_rate(s: &str) -> Result<f64, String> {

@@ -114,6 +114,8 @@ pub struct RunConfig {
     pub datanode_uuid: String,
     pub container_id: i64,
     pub workload: WorkloadConfig,
+    /// Retries and client throttling (`crate::resilience`).
+    pub resilience: crate::resilience::ResilienceConfig,
 }
 
 impl RunConfig {
@@ -175,6 +177,7 @@ impl RunConfig {
             datanode_uuid: c.datanode_uuid.clone(),
             container_id: c.container_id,
             workload,
+            resilience: crate::resilience::ResilienceConfig::from_args(c)?,
         })
     }
 

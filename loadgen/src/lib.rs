@@ -16,6 +16,7 @@ pub mod merge;
 pub mod outcome;
 pub mod plot;
 pub mod report;
+pub mod resilience;
 pub mod results;
 pub mod retry;
 pub mod sweep;

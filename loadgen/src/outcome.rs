@@ -82,12 +82,17 @@ pub enum Answer {
         bytes: u64,
     },
     Failure(Failure),
+    /// The client throttle rejected the request locally (retries included): never sent, or its
+    /// last attempt never sent (see `crate::resilience`).
+    LocallyRejected,
 }
 
 #[derive(Debug)]
 pub struct Failure {
     pub kind: ErrorKind,
     pub message: String,
+    /// The server's `grpc-retry-pushback-ms`, if it sent one.
+    pub pushback: Option<crate::retry::Pushback>,
 }
 
 impl Failure {
@@ -95,6 +100,7 @@ impl Failure {
         Failure {
             kind,
             message: message.into(),
+            pushback: None,
         }
     }
 
@@ -150,6 +156,8 @@ pub struct WorkerStats {
     pub timer_lag: LatencyHistogram,
     /// Requests sent during the warm-up (not measured).
     pub warmup: u64,
+    /// Retries, rejections and client-throttle decisions of the measured requests.
+    pub resilience: crate::resilience::ResilienceCounts,
 }
 
 impl WorkerStats {
@@ -178,7 +186,11 @@ impl WorkerStats {
             SendTiming::Late(by) => self.lateness.record(by),
         }
         match answer {
+            Answer::LocallyRejected => {
+                self.resilience.locally_rejected += 1;
+            }
             Answer::Success { bytes } => {
+                self.resilience.goodput_bytes += request_bytes;
                 self.bytes_received += bytes;
                 self.success.record(timing.corrected);
                 // Closed loop: both are the same; `service_time` falls back to `success`.
@@ -210,9 +222,9 @@ impl WorkerStats {
         self.lateness.count()
     }
 
-    /// Requests measured (successes and failures).
+    /// Requests measured: successes, failures and requests the client throttle rejected.
     pub fn requests(&self) -> u64 {
-        self.success.count() + self.failures()
+        self.success.count() + self.failures() + self.resilience.locally_rejected
     }
 
     /// Empties the statistics, keeping the histograms' memory (workers reuse them).
@@ -231,6 +243,7 @@ impl WorkerStats {
         self.bytes_sent = 0;
         self.bytes_received = 0;
         self.warmup = 0;
+        self.resilience = Default::default();
     }
 
     pub fn merge(&mut self, other: &WorkerStats) {
@@ -250,6 +263,7 @@ impl WorkerStats {
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.warmup += other.warmup;
+        self.resilience.merge(&other.resilience);
     }
 }
 

@@ -35,6 +35,14 @@ pub struct RunDescription {
     pub fail_at_end: bool,
     pub payload_req_bytes: u64,
     pub payload_resp_bytes: u64,
+    /// `--retry`/`--retry-backoff` as a policy (`none` or `exp:…`), `--client-throttle` and
+    /// `--throttle-scope` (absent in older reports).
+    #[serde(default)]
+    pub retry_policy: String,
+    #[serde(default)]
+    pub client_throttle: String,
+    #[serde(default)]
+    pub throttle_scope: String,
 }
 
 impl RunDescription {
@@ -84,6 +92,9 @@ impl RunDescription {
             fail_at_end: config.fail_at_end,
             payload_req_bytes,
             payload_resp_bytes,
+            retry_policy: config.resilience.retry.to_string(),
+            client_throttle: config.resilience.throttle.to_string(),
+            throttle_scope: config.resilience.scope.to_string(),
         }
     }
 
@@ -146,6 +157,8 @@ pub struct Results {
     pub moving_rates: [f64; 3],
     pub generator: Generator,
     pub series: Vec<IntervalPoint>,
+    /// Retries, rejections, client throttling and goodput.
+    pub resilience: crate::resilience::ResilienceCounts,
 }
 
 impl Results {
@@ -192,6 +205,7 @@ impl Results {
                 embedded_target: embedded,
             },
             series: std::mem::take(&mut run.series),
+            resilience: s.resilience,
         }
     }
 
@@ -203,8 +217,14 @@ impl Results {
         self.errors.values().map(|e| e.count).sum()
     }
 
+    /// Measured requests: successes, failures (after retries) and locally rejected requests.
     pub fn requests(&self) -> u64 {
-        self.successes() + self.failures()
+        self.successes() + self.failures() + self.resilience.locally_rejected
+    }
+
+    /// Successful requests' payload bytes per second.
+    pub fn goodput_bytes_per_s(&self) -> f64 {
+        self.per_second(self.resilience.goodput_bytes)
     }
 
     pub fn late_sends(&self) -> u64 {
@@ -288,6 +308,7 @@ impl Results {
         self.warmup_requests += other.warmup_requests;
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
+        self.resilience.merge(&other.resilience);
         for (a, b) in self.moving_rates.iter_mut().zip(other.moving_rates) {
             *a += b;
         }
@@ -328,6 +349,7 @@ impl Results {
                     p.p99_ms = p.p99_ms.max(y.p99_ms);
                     p.max_ms = p.max_ms.max(y.max_ms);
                     p.uncorrected_p99_ms = p.uncorrected_p99_ms.max(y.uncorrected_p99_ms);
+                    p.add_resilience(y);
                     p
                 }
                 (Some(x), None) | (None, Some(x)) => x.clone(),

@@ -124,6 +124,23 @@ fn bad_command_lines_exit_2_with_one_line_naming_the_problem() {
             "cannot connect",
         ),
         (vec!["echo", "--rate", "0"], "--rate"),
+        (
+            vec!["echo", "--client-throttle", "cubic"],
+            "--client-throttle",
+        ),
+        (vec!["echo", "--retry", "-1"], "--retry"),
+        (
+            vec!["echo", "--retry-backoff", "exp:min=5s,max=1s"],
+            "--retry-backoff",
+        ),
+        (
+            vec!["echo", "--throttle-scope", "thread"],
+            "--throttle-scope",
+        ),
+        (
+            vec!["echo", "--stream-mode", "persistent", "--retry", "3"],
+            "--retry",
+        ),
         (vec!["echo", "--rate", "fast"], "--rate"),
         (
             vec!["echo", "--rate-schedule", "sine:from=1"],

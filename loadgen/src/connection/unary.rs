@@ -237,7 +237,11 @@ fn check_status(headers: &http::HeaderMap) -> Result<(), Failure> {
     } else {
         ErrorKind::Grpc(code)
     };
-    Err(Failure::new(kind, message))
+    let mut failure = Failure::new(kind, message);
+    failure.pushback = headers
+        .get(crate::retry::PUSHBACK_METADATA_KEY)
+        .map(|v| crate::retry::Pushback::parse(v.to_str().unwrap_or("-1")));
+    Err(failure)
 }
 
 /// `grpc-message` is percent-encoded.
@@ -349,6 +353,14 @@ mod tests {
         let f = check_status(&h).unwrap_err();
         assert_eq!(f.kind, ErrorKind::Grpc(Code::Unavailable as i32));
         assert_eq!(f.message, "over the limit%");
+        assert_eq!(f.pushback, None);
+        h.insert("grpc-retry-pushback-ms", HeaderValue::from_static("250"));
+        assert_eq!(
+            check_status(&h).unwrap_err().pushback,
+            Some(crate::retry::Pushback::RetryAfter(Duration::from_millis(
+                250
+            )))
+        );
         assert_eq!(
             http_to_grpc(http::StatusCode::SERVICE_UNAVAILABLE),
             Code::Unavailable

@@ -12,7 +12,11 @@ use super::{Shared, WorkerContext, per_request, persistent};
 use crate::config::{RunConfig, Streams};
 use crate::connection;
 use crate::engine::recorder::{Flush, Recorder};
+use crate::resilience::{Resilience, fresh_seed, op_of};
+use crate::throttle::{ClientThrottle, ThrottleScope};
 use crate::workload::Workload;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -50,6 +54,8 @@ impl IoThreads {
         let (abort, _) = watch::channel(false);
         let mut go = Vec::with_capacity(n);
         let mut handles = Vec::with_capacity(n);
+        let process_throttle = (config.resilience.scope == ThrottleScope::Process)
+            .then(|| config.resilience.build_throttle(fresh_seed()));
         for t in 0..n {
             let (go_tx, go_rx) = oneshot::channel::<Arc<Shared>>();
             go.push(go_tx);
@@ -61,6 +67,7 @@ impl IoThreads {
                 workload: Arc::clone(&workload),
                 flushes: flushes.clone(),
                 abort: abort.subscribe(),
+                process_throttle: process_throttle.clone(),
             };
             let ready = ready_tx.clone();
             let handle = std::thread::Builder::new()
@@ -112,6 +119,8 @@ struct ThreadPlan {
     workload: Arc<dyn Workload>,
     flushes: mpsc::UnboundedSender<Flush>,
     abort: watch::Receiver<bool>,
+    /// `--throttle-scope process`: the one throttle every connection shares.
+    process_throttle: Option<Arc<dyn ClientThrottle>>,
 }
 
 enum Conns {
@@ -156,6 +165,19 @@ impl ThreadPlan {
             )));
             let mut workers = tokio::task::JoinSet::new();
             let clients = self.config.clients;
+            // One throttle per connection of this thread (or the process's).
+            let res = &self.config.resilience;
+            let throttles: Vec<Arc<dyn ClientThrottle>> = (0..clients)
+                .map(|c| match &self.process_throttle {
+                    Some(t) => Arc::clone(t),
+                    None if c % self.threads == self.thread => res.build_throttle(fresh_seed()),
+                    None => Arc::new(crate::throttle::NoThrottle) as Arc<dyn ClientThrottle>,
+                })
+                .collect();
+            let (op, op_bytes) = op_of(
+                self.workload.request_bytes(),
+                self.workload.response_bytes_hint(),
+            );
             for idx in
                 (0..self.config.threads).filter(|i| (i % clients) % self.threads == self.thread)
             {
@@ -166,6 +188,13 @@ impl ThreadPlan {
                     recorder: Rc::clone(&recorder),
                     timeout: self.config.timeout,
                     fail_at_end: self.config.fail_at_end,
+                    resilience: res.active().then(|| Resilience {
+                        retry: res.retry,
+                        throttle: Arc::clone(&throttles[idx % clients]),
+                        op,
+                        bytes: op_bytes,
+                        rng: SmallRng::seed_from_u64(fresh_seed()),
+                    }),
                 };
                 let c = idx % clients;
                 match (&conns, self.config.streams) {

@@ -32,6 +32,21 @@ pub struct IntervalPoint {
     pub max_ms: f64,
     /// Service time (from the actual send) at p99.
     pub uncorrected_p99_ms: f64,
+    /// Payload bytes of the requests that succeeded in the interval, and per second (goodput).
+    #[serde(default)]
+    pub goodput_bytes: u64,
+    #[serde(default)]
+    pub goodput_bytes_per_s: f64,
+    /// Retries, limit rejections by the target, attempts the client throttle delayed or
+    /// rejected, and requests that ended locally rejected.
+    #[serde(default)]
+    pub retries: u64,
+    #[serde(default)]
+    pub rejections: u64,
+    #[serde(default)]
+    pub locally_throttled: u64,
+    #[serde(default)]
+    pub locally_rejected: u64,
 }
 
 impl IntervalPoint {
@@ -49,7 +64,23 @@ impl IntervalPoint {
             p99_ms: s.success.percentile_ms(99.0),
             max_ms: s.success.max_ms(),
             uncorrected_p99_ms: s.service_time().percentile_ms(99.0),
+            goodput_bytes: s.resilience.goodput_bytes,
+            goodput_bytes_per_s: s.resilience.goodput_bytes as f64 / duration_s.max(1e-9),
+            retries: s.resilience.retries,
+            rejections: s.resilience.rejections,
+            locally_throttled: s.resilience.locally_throttled(),
+            locally_rejected: s.resilience.locally_rejected,
         }
+    }
+
+    /// Adds another process's point of the same interval (counts and rates add).
+    pub fn add_resilience(&mut self, o: &IntervalPoint) {
+        self.goodput_bytes += o.goodput_bytes;
+        self.goodput_bytes_per_s += o.goodput_bytes_per_s;
+        self.retries += o.retries;
+        self.rejections += o.rejections;
+        self.locally_throttled += o.locally_throttled;
+        self.locally_rejected += o.locally_rejected;
     }
 
     /// Combines two adjacent points. Counts add; latency fields keep the larger value (an upper
@@ -69,6 +100,13 @@ impl IntervalPoint {
             p99_ms: self.p99_ms.max(next.p99_ms),
             max_ms: self.max_ms.max(next.max_ms),
             uncorrected_p99_ms: self.uncorrected_p99_ms.max(next.uncorrected_p99_ms),
+            goodput_bytes: self.goodput_bytes + next.goodput_bytes,
+            goodput_bytes_per_s: (self.goodput_bytes + next.goodput_bytes) as f64
+                / duration_s.max(1e-9),
+            retries: self.retries + next.retries,
+            rejections: self.rejections + next.rejections,
+            locally_throttled: self.locally_throttled + next.locally_throttled,
+            locally_rejected: self.locally_rejected + next.locally_rejected,
         }
     }
 }

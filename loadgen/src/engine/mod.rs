@@ -66,6 +66,8 @@ pub struct WorkerContext {
     pub recorder: Rc<RefCell<Recorder>>,
     pub timeout: Duration,
     pub fail_at_end: bool,
+    /// Retry policy and client throttle (per-request streams); `None`: one attempt per request.
+    pub resilience: Option<crate::resilience::Resilience>,
 }
 
 /// What a finished run measured (the warm-up excluded).

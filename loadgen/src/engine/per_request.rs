@@ -8,7 +8,7 @@ use crate::outcome::{Answer, ErrorKind};
 use std::sync::Arc;
 use std::time::Instant;
 
-pub async fn worker(ctx: WorkerContext, conn: Arc<UnaryConnection>) {
+pub async fn worker(mut ctx: WorkerContext, conn: Arc<UnaryConnection>) {
     let mut client = conn.client().await;
     let mut stop = ctx.shared.stop_signal();
     let mut backoff = Backoff::new();
@@ -18,11 +18,30 @@ pub async fn worker(ctx: WorkerContext, conn: Arc<UnaryConnection>) {
         let frame = ctx.workload.framed_request(ctx.idx, seq);
         seq += 1;
         let sent = Instant::now();
-        let answer = request::request(&mut client, &*ctx.workload, frame, &mut deadline).await;
+        let (answer, counts) = match ctx.resilience.as_mut() {
+            Some(res) => {
+                let (a, c) = crate::resilience::request(
+                    &mut client,
+                    &*ctx.workload,
+                    frame,
+                    &mut deadline,
+                    res,
+                )
+                .await;
+                (a, Some(c))
+            }
+            None => (
+                request::request(&mut client, &*ctx.workload, frame, &mut deadline).await,
+                None,
+            ),
+        };
         let done = Instant::now();
         let transport = matches!(&answer, Answer::Failure(f) if f.kind == ErrorKind::Transport);
         let ok = matches!(answer, Answer::Success { .. });
-        let failed = ctx.recorder.borrow_mut().record(&slot, sent, done, answer);
+        let failed =
+            ctx.recorder
+                .borrow_mut()
+                .record_request(&slot, sent, done, answer, counts.as_ref());
         if failed && !ctx.fail_at_end {
             ctx.shared.stop();
         }

@@ -48,6 +48,19 @@ impl Recorder {
     /// Records one answered (or failed) request sent at `sent` and ended at `done`. Returns
     /// whether it was a measured failure (which stops the run without --fail-at-end).
     pub fn record(&mut self, slot: &Slot, sent: Instant, done: Instant, answer: Answer) -> bool {
+        self.record_request(slot, sent, done, answer, None)
+    }
+
+    /// As [`Recorder::record`], with the request's retry and throttle counts (measured requests
+    /// only add them).
+    pub fn record_request(
+        &mut self,
+        slot: &Slot,
+        sent: Instant,
+        done: Instant,
+        answer: Answer,
+        counts: Option<&crate::resilience::RequestCounts>,
+    ) -> bool {
         let epoch = self.shared.epoch.load(Relaxed);
         if epoch != self.epoch {
             self.flush();
@@ -58,6 +71,9 @@ impl Recorder {
             return false;
         }
         let failed = matches!(answer, Answer::Failure(_));
+        if let Some(c) = counts {
+            c.record_into(&mut self.stats);
+        }
         let timing = match slot.intended {
             None => Timing {
                 corrected: done - sent,

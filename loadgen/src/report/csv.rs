@@ -55,6 +55,28 @@ fn columns(r: &Results, percentiles: &[f64]) -> Vec<(String, String)> {
         (!r.generator_limits().is_empty()).to_string(),
     ));
     cols.push(("processes".into(), r.processes.to_string()));
+    let res = &r.resilience;
+    cols.extend([
+        ("retry_policy".into(), d.retry_policy.clone()),
+        ("client_throttle".into(), d.client_throttle.clone()),
+        ("throttle_scope".into(), d.throttle_scope.clone()),
+        (
+            "goodput_bytes_per_s".into(),
+            format!("{:.0}", r.goodput_bytes_per_s()),
+        ),
+        (
+            "goodput_ops_per_s".into(),
+            format!("{:.2}", r.success_rate()),
+        ),
+        ("attempts".into(), res.attempts.to_string()),
+        ("retries".into(), res.retries.to_string()),
+        ("rejections".into(), res.rejections.to_string()),
+        (
+            "locally_throttled".into(),
+            res.locally_throttled().to_string(),
+        ),
+        ("locally_rejected".into(), res.locally_rejected.to_string()),
+    ]);
     let errors: Vec<String> = r
         .errors
         .iter()

@@ -33,6 +33,18 @@ pub struct ResultsJson {
     pub errors: Vec<ErrorJson>,
     pub generator: GeneratorJson,
     pub series: Vec<IntervalPoint>,
+    /// Retries, rejections, client throttling and goodput (absent in older reports).
+    #[serde(default)]
+    pub resilience: ResilienceJson,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+pub struct ResilienceJson {
+    #[serde(flatten)]
+    pub counts: crate::resilience::ResilienceCounts,
+    pub locally_throttled: u64,
+    pub goodput_bytes_per_s: f64,
+    pub goodput_ops_per_s: f64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -198,6 +210,12 @@ pub fn to_json(r: &Results, percentiles: &[f64]) -> ResultsJson {
             reasons,
         },
         series: r.series.clone(),
+        resilience: ResilienceJson {
+            counts: r.resilience,
+            locally_throttled: r.resilience.locally_throttled(),
+            goodput_bytes_per_s: r.goodput_bytes_per_s(),
+            goodput_ops_per_s: r.success_rate(),
+        },
     }
 }
 
@@ -252,5 +270,6 @@ pub fn parse(text: &str) -> Result<Results, String> {
         ],
         generator: j.generator.info,
         series: j.series,
+        resilience: j.resilience.counts,
     })
 }

@@ -53,6 +53,9 @@ pub(crate) fn test_results(micros: &[u64]) -> Results {
             fail_at_end: false,
             payload_req_bytes: 0,
             payload_resp_bytes: 0,
+            retry_policy: "none".into(),
+            client_throttle: "none".into(),
+            throttle_scope: "connection".into(),
         },
         started_at_ms: 1_796_035_520_000,
         elapsed: Duration::from_secs(5),
@@ -75,5 +78,6 @@ pub(crate) fn test_results(micros: &[u64]) -> Results {
             embedded_target: false,
         },
         series: Vec::new(),
+        resilience: Default::default(),
     }
 }

@@ -77,6 +77,38 @@ fn details(r: &Results, percentiles: &[f64]) -> String {
         bytes(r.bytes_received_per_s())
     )
     .unwrap();
+    let res = &r.resilience;
+    if res.attempts != r.successes() + r.failures() || res.locally_throttled() > 0 {
+        writeln!(
+            out,
+            "{:>20} {} successful/s, {:.2} successful requests/s",
+            "goodput",
+            bytes(r.goodput_bytes_per_s()),
+            r.success_rate()
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "{:>20} {} attempts, {} retries (at most {} for one request), {} rejected by the target",
+            "retries",
+            res.attempts,
+            res.retries,
+            res.max_retries_per_request,
+            res.rejections
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "{:>20} {} {} attempts delayed ({:.1} s in all), {} rejected locally, {} requests ended locally rejected",
+            "client throttle",
+            r.description.client_throttle,
+            res.throttle_delays,
+            res.throttle_delay_ms as f64 / 1000.0,
+            res.local_rejections,
+            res.locally_rejected
+        )
+        .unwrap();
+    }
     if r.warmup_requests > 0 || r.description.warmup_s > 0.0 {
         writeln!(
             out,

@@ -13,6 +13,7 @@ pub struct Echo {
     /// The template, gRPC-framed once.
     framed: Bytes,
     payload_len: u64,
+    response_len: u64,
 }
 
 impl Echo {
@@ -36,6 +37,7 @@ impl Echo {
             framed: crate::connection::unary::grpc_frame(&template),
             template,
             payload_len: config.payload_req_bytes as u64,
+            response_len: config.payload_resp_bytes.max(0) as u64,
         }
     }
 }
@@ -51,6 +53,10 @@ impl Workload for Echo {
 
     fn request_bytes(&self) -> u64 {
         self.payload_len
+    }
+
+    fn response_bytes_hint(&self) -> u64 {
+        self.response_len
     }
 
     fn response_bytes(&self, resp: &ContainerCommandResponseProto) -> u64 {

@@ -22,6 +22,12 @@ pub trait Workload: Send + Sync + 'static {
         0
     }
 
+    /// Bytes of application payload a successful answer is expected to carry (for the client
+    /// throttle's read/write accounting).
+    fn response_bytes_hint(&self) -> u64 {
+        0
+    }
+
     /// Bytes of application payload in a successful answer.
     fn response_bytes(&self, resp: &ContainerCommandResponseProto) -> u64;
 }

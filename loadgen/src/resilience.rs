@@ -1,0 +1,356 @@
+//! Retries and client-side throttling on the per-request path (issue #6): one request as the user
+//! counts it may take several attempts.
+//!
+//! ```text
+//! first = now                                   latency is measured from here
+//! loop:
+//!   throttle.before_send(op, bytes, now)        before every attempt, retries included (ABFS)
+//!     Proceed | Sleep(d) → (sleep d) → attempt → throttle.on_result(outcome)
+//!     RejectLocally      → the attempt fails locally, without being sent
+//!   success                    → the request ends as a success
+//!   not retryable              → the request ends as a failure (Ozone result codes, other gRPC)
+//!   retryable, RetryState.next → RetryAfter(d): sleep d (or the server's pushback), loop
+//!                              → GiveUp: the request ends as a failure (or locally rejected)
+//! ```
+//!
+//! Classification of an attempt ([`classify`]):
+//! - gRPC `UNAVAILABLE` or `RESOURCE_EXHAUSTED` sent by the server (dn-sim's "… is over the
+//!   account limit." rejections, any overload) → [`Outcome::Throttled`], retryable;
+//! - deadline or transport failure → [`Outcome::OtherFailure`], retryable;
+//! - anything else (an Ozone `result` code, other gRPC codes) → `OtherFailure`, not retried.
+//!
+//! A local rejection is treated like a throttled attempt by the retry policy (as an application
+//! of Google's adaptive throttling would retry a fast-failed call later): it uses one retry and
+//! its backoff. A request whose last attempt was rejected locally ends as *locally rejected*: it
+//! is counted apart from failures and does not stop the run (the client shed it; the DataNode did
+//! nothing wrong). Every measured request ends as exactly one of success, failure (after retries)
+//! or locally rejected.
+
+use crate::engine::request::{self, Deadline};
+use crate::outcome::{Answer, ErrorKind, Failure};
+use crate::retry::{Pushback, RetryDecision, RetryPolicy, RetryState};
+use crate::throttle::{
+    AnalyzerThrottle, ClientThrottle, Decision, OpKind, Outcome, ThrottleKind, ThrottleScope,
+};
+use crate::workload::Workload;
+use bytes::Bytes;
+use rand::rngs::SmallRng;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+/// Counts of the measured requests' attempts, retries and throttling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResilienceCounts {
+    /// Attempts sent to the target (first attempts and retries).
+    pub attempts: u64,
+    /// Retries (attempts after the first, including those the throttle then rejected locally).
+    pub retries: u64,
+    /// The most retries one request took.
+    pub max_retries_per_request: u64,
+    /// Attempts the target rejected as over a limit (UNAVAILABLE / RESOURCE_EXHAUSTED).
+    pub rejections: u64,
+    /// Attempts the client throttle delayed (`Sleep`) before sending.
+    pub throttle_delays: u64,
+    /// Total time the client throttle made attempts sleep, in milliseconds.
+    pub throttle_delay_ms: u64,
+    /// Attempts the client throttle rejected locally (never sent).
+    pub local_rejections: u64,
+    /// Requests that ended locally rejected (their last attempt rejected by the throttle).
+    pub locally_rejected: u64,
+    /// Payload bytes of the requests that succeeded.
+    pub goodput_bytes: u64,
+}
+
+impl ResilienceCounts {
+    pub fn merge(&mut self, o: &ResilienceCounts) {
+        self.attempts += o.attempts;
+        self.retries += o.retries;
+        self.max_retries_per_request = self.max_retries_per_request.max(o.max_retries_per_request);
+        self.rejections += o.rejections;
+        self.throttle_delays += o.throttle_delays;
+        self.throttle_delay_ms += o.throttle_delay_ms;
+        self.local_rejections += o.local_rejections;
+        self.locally_rejected += o.locally_rejected;
+        self.goodput_bytes += o.goodput_bytes;
+    }
+
+    /// Attempts the client throttle acted on (delayed or rejected locally).
+    pub fn locally_throttled(&self) -> u64 {
+        self.throttle_delays + self.local_rejections
+    }
+
+    /// Adds the counts of one request (not `locally_rejected` and `goodput_bytes`, which the
+    /// request's end records).
+    fn add_request(&mut self, r: &RequestCounts) {
+        self.attempts += r.attempts;
+        self.retries += r.retries;
+        self.max_retries_per_request = self.max_retries_per_request.max(r.retries);
+        self.rejections += r.rejections;
+        self.throttle_delays += r.throttle_delays;
+        self.throttle_delay_ms += r.throttle_delay_ms;
+        self.local_rejections += r.local_rejections;
+    }
+}
+
+/// What one request's attempts did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    pub attempts: u64,
+    pub retries: u64,
+    pub rejections: u64,
+    pub throttle_delays: u64,
+    pub throttle_delay_ms: u64,
+    pub local_rejections: u64,
+}
+
+impl RequestCounts {
+    pub fn record_into(&self, stats: &mut crate::outcome::WorkerStats) {
+        stats.resilience.add_request(self);
+    }
+}
+
+/// How an attempt's failure is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Class {
+    pub outcome: Outcome,
+    pub retryable: bool,
+}
+
+/// Classifies a failed attempt (see the module documentation).
+pub fn classify(f: &Failure) -> Class {
+    match f.kind {
+        ErrorKind::Grpc(c)
+            if c == Code::Unavailable as i32 || c == Code::ResourceExhausted as i32 =>
+        {
+            Class {
+                outcome: Outcome::Throttled,
+                retryable: true,
+            }
+        }
+        ErrorKind::Deadline | ErrorKind::Transport => Class {
+            outcome: Outcome::OtherFailure,
+            retryable: true,
+        },
+        ErrorKind::Ozone(_) | ErrorKind::Grpc(_) => Class {
+            outcome: Outcome::OtherFailure,
+            retryable: false,
+        },
+    }
+}
+
+/// Which throttle analyzer a workload's requests belong to, and their byte count: the bigger of
+/// request and response payload decides (an echo with a request payload is a write: dn-sim charges
+/// it to ingress).
+pub fn op_of(request_bytes: u64, response_bytes: u64) -> (OpKind, u64) {
+    if request_bytes == 0 && response_bytes == 0 {
+        (OpKind::Other, 0)
+    } else if request_bytes >= response_bytes {
+        (OpKind::Write, request_bytes)
+    } else {
+        (OpKind::Read, response_bytes)
+    }
+}
+
+/// A worker's retry and throttle settings.
+pub struct Resilience {
+    pub retry: RetryPolicy,
+    pub throttle: Arc<dyn ClientThrottle>,
+    pub op: OpKind,
+    pub bytes: u64,
+    pub rng: SmallRng,
+}
+
+/// Sends one request with throttling and retries; returns its final answer and its counts.
+pub async fn request(
+    client: &mut crate::connection::unary::UnaryClient,
+    workload: &dyn Workload,
+    frame: Bytes,
+    deadline: &mut Deadline,
+    res: &mut Resilience,
+) -> (Answer, RequestCounts) {
+    let mut counts = RequestCounts::default();
+    let mut state = RetryState::new();
+    loop {
+        let (answer, pushback) = match res.throttle.before_send(res.op, res.bytes, Instant::now()) {
+            Decision::RejectLocally => {
+                counts.local_rejections += 1;
+                (Answer::LocallyRejected, None)
+            }
+            decision => {
+                if let Decision::Sleep(d) = decision {
+                    counts.throttle_delays += 1;
+                    counts.throttle_delay_ms += d.as_millis() as u64;
+                    tokio::time::sleep(d).await;
+                }
+                counts.attempts += 1;
+                let answer = request::attempt(client, workload, frame.clone(), deadline).await;
+                let (outcome, retryable, pushback) = match &answer {
+                    Answer::Success { .. } => (Outcome::Success, false, None),
+                    Answer::Failure(f) => {
+                        let c = classify(f);
+                        (c.outcome, c.retryable, f.pushback)
+                    }
+                    Answer::LocallyRejected => (Outcome::OtherFailure, false, None),
+                };
+                res.throttle
+                    .on_result(res.op, res.bytes, outcome, Instant::now());
+                if outcome == Outcome::Throttled {
+                    counts.rejections += 1;
+                }
+                if !retryable {
+                    return (answer, counts);
+                }
+                (answer, pushback)
+            }
+        };
+        match state.next(&res.retry, pushback, &mut res.rng) {
+            RetryDecision::RetryAfter(d) => {
+                counts.retries += 1;
+                tokio::time::sleep(d).await;
+            }
+            RetryDecision::GiveUp(_) => return (answer, counts),
+        }
+    }
+}
+
+/// The resolved `--retry`, `--retry-backoff`, `--client-throttle`, `--throttle-scope` and
+/// `--analysis-period` flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResilienceConfig {
+    pub retry: RetryPolicy,
+    pub throttle: ThrottleKind,
+    pub scope: ThrottleScope,
+    /// The analyzer's analysis period (ABFS `fs.azure.analysis.period`).
+    pub analysis_period: Duration,
+}
+
+impl Default for ResilienceConfig {
+    fn default() -> Self {
+        ResilienceConfig {
+            retry: RetryPolicy::none(),
+            throttle: ThrottleKind::None,
+            scope: ThrottleScope::Connection,
+            analysis_period: crate::throttle::analyzer::DEFAULT_ANALYSIS_PERIOD,
+        }
+    }
+}
+
+impl ResilienceConfig {
+    /// From the flags: `--retry N` bounds the retries; without it, an explicit `--retry-backoff`
+    /// spec's own count applies (`abfs`: 30), and with neither there are no retries.
+    pub fn from_args(c: &crate::cli::CommonArgs) -> Result<Self, crate::UsageError> {
+        let mut retry = c.retry_backoff.unwrap_or(RetryPolicy::abfs_legacy());
+        retry.max_retries = match (c.retry, c.retry_backoff) {
+            (Some(n), _) => n,
+            (None, Some(p)) => p.max_retries,
+            (None, None) => 0,
+        };
+        if retry.max_retries == 0 {
+            retry = RetryPolicy::none();
+        }
+        let config = ResilienceConfig {
+            retry,
+            throttle: c.client_throttle,
+            scope: c.throttle_scope,
+            analysis_period: c.analysis_period,
+        };
+        if c.stream_mode == crate::cli::StreamMode::Persistent && config.active() {
+            return Err(crate::UsageError(
+                "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
+            ));
+        }
+        Ok(config)
+    }
+
+    /// Whether requests go through [`request`] (retries or a throttle).
+    pub fn active(&self) -> bool {
+        self.retry.max_retries > 0 || self.throttle != ThrottleKind::None
+    }
+
+    /// A new throttle of the configured kind.
+    pub fn build_throttle(&self, seed: u64) -> Arc<dyn ClientThrottle> {
+        match self.throttle {
+            ThrottleKind::Analyzer => Arc::new(AnalyzerThrottle::new(self.analysis_period)),
+            kind => kind.build(seed),
+        }
+    }
+}
+
+/// A seed that differs between processes and calls (independent clients must not draw the same
+/// jitter, or their retries would fall in step).
+pub fn fresh_seed() -> u64 {
+    rand::random()
+}
+
+/// Whether a push-back value asks not to retry (for reports and tests).
+pub fn refuses_retry(p: Option<Pushback>) -> bool {
+    p == Some(Pushback::DontRetry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_rejections_are_throttled_and_retryable_ozone_errors_are_final() {
+        let unavailable = Failure::new(
+            ErrorKind::Grpc(Code::Unavailable as i32),
+            "Ingress is over the account limit.",
+        );
+        assert_eq!(
+            classify(&unavailable),
+            Class {
+                outcome: Outcome::Throttled,
+                retryable: true
+            }
+        );
+        let exhausted = Failure::new(ErrorKind::Grpc(Code::ResourceExhausted as i32), "quota");
+        assert_eq!(classify(&exhausted).outcome, Outcome::Throttled);
+        let deadline = Failure::new(ErrorKind::Deadline, "late");
+        assert_eq!(
+            classify(&deadline),
+            Class {
+                outcome: Outcome::OtherFailure,
+                retryable: true
+            }
+        );
+        assert!(classify(&Failure::new(ErrorKind::Transport, "reset")).retryable);
+        assert!(!classify(&Failure::new(ErrorKind::Ozone(9), "no container")).retryable);
+        assert!(!classify(&Failure::new(ErrorKind::Grpc(Code::Internal as i32), "bug")).retryable);
+        assert!(refuses_retry(Some(Pushback::DontRetry)));
+        assert!(!refuses_retry(None));
+    }
+
+    #[test]
+    fn echo_with_a_request_payload_is_a_write() {
+        assert_eq!(op_of(65536, 0), (OpKind::Write, 65536));
+        assert_eq!(op_of(0, 4096), (OpKind::Read, 4096));
+        assert_eq!(op_of(0, 0), (OpKind::Other, 0));
+    }
+
+    #[test]
+    fn counts_merge_and_keep_the_largest_per_request_retries() {
+        let mut a = ResilienceCounts::default();
+        a.add_request(&RequestCounts {
+            attempts: 3,
+            retries: 2,
+            rejections: 2,
+            ..Default::default()
+        });
+        let mut b = ResilienceCounts::default();
+        b.add_request(&RequestCounts {
+            attempts: 1,
+            retries: 5,
+            local_rejections: 4,
+            throttle_delays: 1,
+            ..Default::default()
+        });
+        a.merge(&b);
+        assert_eq!(a.attempts, 4);
+        assert_eq!(a.retries, 7);
+        assert_eq!(a.max_retries_per_request, 5);
+        assert_eq!(a.locally_throttled(), 5);
+    }
+}

@@ -1,0 +1,186 @@
+//! Retries and client throttles against a dn-sim with service limits and injected faults: no
+//! request is lost (success + failure after retries + locally rejected = requests), retries stay
+//! within the bound, server pushback is honoured, and non-retryable failures are not retried.
+
+use clap::Parser;
+use dn_sim::EmbeddedServer;
+use dn_sim::dispatcher::LiveSettings;
+use dn_sim::fault::FaultPlan;
+use dn_sim::service_limits::{LimitPolicy, LimitRates, Pushback};
+use loadgen::cli::Cli;
+use std::time::Duration;
+
+fn run(args: &[&str]) -> loadgen::Summary {
+    let mut argv = vec!["loadgen"];
+    argv.extend_from_slice(args);
+    loadgen::run(Cli::try_parse_from(&argv).expect("valid flags")).expect("the run works")
+}
+
+fn limited(ops: f64, pushback: Pushback, faults: &[&str]) -> EmbeddedServer {
+    let mut config = dn_sim::Config::loopback();
+    config.seed = 7;
+    config.shutdown_grace = Duration::from_millis(200);
+    config.limit_rates = LimitRates {
+        ops: Some(ops),
+        ..Default::default()
+    };
+    config.limit_policy = LimitPolicy {
+        pushback,
+        ..LimitPolicy::default()
+    };
+    config.live = LiveSettings {
+        faults: FaultPlan::from_args(faults).expect("valid faults"),
+        ..LiveSettings::default()
+    };
+    EmbeddedServer::start(config, 1).expect("dn-sim starts")
+}
+
+/// The accounting every run must satisfy.
+fn assert_adds_up(s: &loadgen::Summary, requests: u64, max_retries: u64) {
+    let r = &s.results;
+    let res = &r.resilience;
+    assert_eq!(
+        r.successes() + r.failures() + res.locally_rejected,
+        requests,
+        "successes {} + failures {} + locally rejected {} != {requests}",
+        r.successes(),
+        r.failures(),
+        res.locally_rejected
+    );
+    assert_eq!(r.requests(), requests);
+    assert!(
+        res.retries <= max_retries * requests,
+        "{} retries for {requests} requests",
+        res.retries
+    );
+    assert!(
+        res.max_retries_per_request <= max_retries,
+        "one request took {} retries",
+        res.max_retries_per_request
+    );
+    // Every request makes one first attempt (sent or rejected locally) and each retry one more.
+    assert_eq!(
+        res.attempts + res.local_rejections,
+        requests + res.retries,
+        "attempts {} + local rejections {} vs requests {requests} + retries {}",
+        res.attempts,
+        res.local_rejections,
+        res.retries
+    );
+}
+
+#[test]
+fn no_request_is_lost_under_limits_and_faults_and_retries_stay_bounded() {
+    // 400 requests/s offered by 8 closed-loop workers against 150 ops/s, plus injected
+    // UNAVAILABLE (retryable) and IO_EXCEPTION (final) answers.
+    let server = limited(
+        150.0,
+        Pushback::None,
+        &["echo=grpc:UNAVAILABLE:0.05", "echo=IO_EXCEPTION:0.02"],
+    );
+    let target = server.local_addr().to_string();
+    for throttle in ["none", "sre", "aimd", "analyzer"] {
+        let s = run(&[
+            "echo",
+            "--target",
+            &target,
+            "-n",
+            "300",
+            "-t",
+            "8",
+            "--clients",
+            "2",
+            "--fail-at-end",
+            "--retry",
+            "3",
+            "--retry-backoff",
+            "exp:min=5ms,max=40ms,delta=5ms",
+            "--client-throttle",
+            throttle,
+            "--analysis-period",
+            "1s",
+        ]);
+        assert_adds_up(&s, 300, 3);
+        let res = &s.results.resilience;
+        assert!(res.rejections > 0, "{throttle}: no rejection seen");
+        assert!(res.retries > 0, "{throttle}: no retry made");
+        // IO_EXCEPTION is final: those requests fail at once (never more than 3 retries anyway),
+        // and they are the only Ozone-result failures.
+        assert!(
+            s.results.errors.contains_key("result:IO_EXCEPTION"),
+            "{throttle}: {:?}",
+            s.results.errors.keys()
+        );
+        assert_eq!(s.results.description.client_throttle, throttle);
+        let json = loadgen::report::json::render(&s.results, &[50.0]);
+        let back = loadgen::report::json::parse(&json).unwrap();
+        assert_eq!(back.resilience, s.results.resilience);
+    }
+}
+
+#[test]
+fn without_retries_a_rejection_is_final_and_stops_the_run() {
+    let server = limited(20.0, Pushback::None, &[]);
+    let target = server.local_addr().to_string();
+    let s = run(&["echo", "--target", &target, "-n", "500", "-t", "8"]);
+    assert!(s.failures() >= 1);
+    assert!(s.results.requests() < 500, "the run did not stop early");
+    assert_eq!(s.results.resilience.retries, 0);
+    assert!(s.results.errors.contains_key("grpc:UNAVAILABLE"));
+}
+
+#[test]
+fn sre_rejects_locally_and_every_request_still_ends_once() {
+    // No retries: a local rejection ends the request as locally rejected, not as a failure.
+    let server = limited(50.0, Pushback::None, &[]);
+    let target = server.local_addr().to_string();
+    let s = run(&[
+        "echo",
+        "--target",
+        &target,
+        "-n",
+        "600",
+        "-t",
+        "4",
+        "--fail-at-end",
+        "--client-throttle",
+        "sre",
+        "--throttle-scope",
+        "process",
+    ]);
+    assert_adds_up(&s, 600, 0);
+    let res = &s.results.resilience;
+    assert!(res.local_rejections > 0, "SRE never rejected locally");
+    assert_eq!(res.locally_rejected, res.local_rejections);
+    assert_eq!(res.retries, 0);
+    assert!(s.text.contains("client throttle"), "{}", s.text);
+}
+
+#[test]
+fn pushback_replaces_the_backoff_and_latency_counts_from_the_first_attempt() {
+    // 300 ms pushback, a 1 ms backoff otherwise: a retried request takes at least 300 ms.
+    let server = limited(10.0, Pushback::Fixed(Duration::from_millis(300)), &[]);
+    let target = server.local_addr().to_string();
+    let s = run(&[
+        "echo",
+        "--target",
+        &target,
+        "-n",
+        "12",
+        "-t",
+        "4",
+        "--retry",
+        "20",
+        "--retry-backoff",
+        "exp:min=1ms,max=1ms,delta=1ms",
+    ]);
+    assert_adds_up(&s, 12, 20);
+    assert_eq!(s.successes(), 12);
+    let res = &s.results.resilience;
+    assert!(res.retries > 0);
+    assert!(
+        s.results.corrected.max_ms() >= 295.0,
+        "max latency {} ms with 300 ms pushbacks",
+        s.results.corrected.max_ms()
+    );
+}
