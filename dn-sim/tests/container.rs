@@ -20,8 +20,9 @@ async fn health_service_reports_serving_for_the_server_and_the_client_protocol()
     let unknown = check(&addr, "no.such.Service", second).await.unwrap_err();
     assert!(unknown.contains("NotFound"), "{unknown}");
     server.shutdown().await;
+    // Refused, or reset while the listener closes: either way an error, never SERVING.
     let gone = check(&addr, "", second).await.unwrap_err();
-    assert!(gone.contains("cannot connect"), "{gone}");
+    assert!(!gone.contains("SERVING"), "{gone}");
 }
 
 fn free_port() -> u16 {
