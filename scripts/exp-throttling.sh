@@ -50,12 +50,15 @@ fi
 export RETRY; RETRY="${RETRY:-exp:min=300ms,max=3s,delta=300ms,retries=30}"   # override: RETRY=abfs-new …
 THROTTLES=(none analyzer sre aimd)
 
+# Always build what is run (a no-op when up to date), so a stale binary never answers: the full
+# run measures the release build, --quick the debug build the tests use.
 if [ -z "${BIN:-}" ]; then
-    if [ -x target/release/loadgen ] && [ -x target/release/dn-sim ]; then
-        BIN=target/release
-    else
-        CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1} cargo build -q -p dn-sim -p loadgen
+    if [ "$QUICK" = 1 ]; then
+        cargo build -q -p dn-sim -p loadgen
         BIN=target/debug
+    else
+        cargo build -q --release -p dn-sim -p loadgen
+        BIN=target/release
     fi
 fi
 
