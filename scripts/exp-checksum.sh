@@ -45,7 +45,8 @@ fi
 BIN=target/$profile
 mkdir -p results
 csv=results/exp-checksum.csv
-[ "$quick" = 1 ] && csv=results/exp-checksum-quick.csv
+# --quick writes under target/, so the committed full-run results are never overwritten.
+[ "$quick" = 1 ] && mkdir -p target/exp-quick && csv=target/exp-quick/exp-checksum.csv
 work=$(mktemp -d)
 sim=""
 cleanup() {
@@ -144,3 +145,13 @@ print(f"- chunk 4 MB, bytes per checksum 16 KB, block 256 MB, PutBlock every 16 
 print("- One run per cell, on a shared machine: differences of a few percent are noise. A real cluster adds network transfer and disk writes on 3 DataNodes, so the client's checksum time is a smaller share of each write than here.")
 PY
 echo "runs: $csv" >&2
+
+# MB/s against threads, one line per write size and checksum mode, a chart per DN latency.
+for lat in $latencies; do
+    chart="${csv%.csv}-${lat}ms.svg"
+    "$BIN/loadgen" plot --csv "$csv" --x threads --y mb_per_s --series write_size,checksum_mode \
+        --where dn_write_latency_ms="$lat" \
+        --title "loadgen write, CRC32 at-flush vs incremental (HDDS-15612), DN write latency $lat ms" \
+        --x-label "threads (writers)" --y-label "throughput (MB/s, MB = 2^20 bytes)" -o "$chart" >/dev/null
+    echo "chart: $chart" >&2
+done

@@ -62,7 +62,15 @@ if [ -z "${BIN:-}" ]; then
     fi
 fi
 
-OUT=results/exp-throttling
+# --quick writes under target/, so the committed full-run results are never overwritten.
+if [ "$QUICK" = 1 ]; then
+    OUT=target/exp-quick/exp-throttling
+    CSV=target/exp-quick/exp-throttling.csv
+else
+    OUT=results/exp-throttling
+    CSV=results/exp-throttling.csv
+fi
+export CSV
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 
@@ -93,7 +101,8 @@ for th in "${THROTTLES[@]}"; do
     python3 -c "print($end - $start)" >"$OUT/$th.wall"
 done
 
-python3 - "$OUT" "$LIMIT_MB" "$WARMUP_S" "$QUICK" "$PROCS" "$REQUESTS" "${THROTTLES[@]}" <<'EOF'
+status=0
+python3 - "$OUT" "$LIMIT_MB" "$WARMUP_S" "$QUICK" "$PROCS" "$REQUESTS" "${THROTTLES[@]}" <<'EOF' || status=$?
 import json, math, os, sys, glob
 out, L, warm, quick, procs, requests = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5]), int(sys.argv[6])
 throttles = sys.argv[7:]
@@ -137,7 +146,7 @@ for th in throttles:
     sd = math.sqrt(sum((x - mean) ** 2 for x in steady) / len(steady))
     mb = tot["good"] / MB
     rows.append((th, job, mean, sd, 100 * mean / L, tot["rej"] / max(mb, 1e-9), tot["retries"] / max(mb, 1e-9), tot["thr"], tot["fail"], tot["lrej"]))
-with open("results/exp-throttling.csv", "w") as f:
+with open(os.environ["CSV"], "w") as f:
     f.write("t_s,throttle,goodput_mb_s\n")
     for k, th, g in series:
         f.write(f"{k},{th},{g:.3f}\n")
@@ -161,10 +170,20 @@ if not quick and "none" in jobs:
             missed.append(r[0])
 for p in problems:
     print("ACCOUNTING:", p)
-print("per-second series: results/exp-throttling.csv")
+print("per-second series:", os.environ["CSV"])
 if problems or not rows:
     sys.exit(1)
 if missed:
     print("goals missed by:", " ".join(missed))
     sys.exit(1)
 EOF
+
+# Aggregate goodput per second, one line per throttle (the thrash or the level-off).
+if [ -s "$CSV" ] && [ "$(wc -l <"$CSV")" -gt 1 ]; then
+    "$BIN/loadgen" plot --csv "$CSV" --x t_s --y goodput_mb_s --series throttle \
+        --title "Aggregate goodput against a ${LIMIT_MB} MB/s ingress limit (HADOOP-14660 on dn-sim)" \
+        --x-label "time (s)" --y-label "goodput (MB/s, MB = 2^20 bytes)" -o "${CSV%.csv}.svg" >/dev/null
+    echo "chart: ${CSV%.csv}.svg"
+fi
+exit $status
+
