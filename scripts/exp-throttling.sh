@@ -7,7 +7,7 @@
 #
 #   scripts/exp-throttling.sh [--quick]      (--quick: a smaller job, < 1 minute, no goal checks)
 #
-# "Writing a fixed amount of data": `loadgen write` is built on another branch, so each process
+# "Writing a fixed amount of data": `loadgen write` has no retries or throttles yet, so each process
 # sends `loadgen echo --payload-req 64` requests, -n of them: dn-sim charges each request's encoded
 # size to its ingress bucket, so this is a fixed amount of ingress data per process.
 #
