@@ -102,35 +102,54 @@ pub fn run_tool(cli: &cli::Cli) -> Option<Result<ToolOutput, UsageError>> {
     }
 }
 
-/// The report file, opened before the run so that a bad path fails at once.
-struct OutputFile {
+/// The report file (`--output`), opened before the run so that a bad path fails at once. A csv
+/// file is appended to (one row per run, for sweeps); json and text replace the file.
+pub(crate) struct OutputFile {
     file: File,
     path: std::path::PathBuf,
     /// csv: the file already has rows; append without a header.
-    has_rows: bool,
+    pub(crate) has_rows: bool,
+}
+
+impl OutputFile {
+    pub(crate) fn open(
+        path: Option<&std::path::PathBuf>,
+        format: Format,
+    ) -> Result<Option<Self>, UsageError> {
+        let Some(path) = path else {
+            return Ok(None);
+        };
+        let err = |e: std::io::Error| UsageError(format!("--output {}: {e}", path.display()));
+        let (file, has_rows) = if format == Format::Csv {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(err)?;
+            let len = file.metadata().map_err(err)?.len();
+            (file, len > 0)
+        } else {
+            (File::create(path).map_err(err)?, false)
+        };
+        Ok(Some(Self {
+            file,
+            path: path.clone(),
+            has_rows,
+        }))
+    }
+
+    /// Writes the rendered report; returns where it went.
+    pub(crate) fn write(mut self, rendered: &str) -> Result<std::path::PathBuf, UsageError> {
+        self.file
+            .write_all(rendered.as_bytes())
+            .and_then(|_| self.file.flush())
+            .map_err(|e| UsageError(format!("--output {}: {e}", self.path.display())))?;
+        Ok(self.path)
+    }
 }
 
 fn open_output(report: &ReportConfig) -> Result<Option<OutputFile>, UsageError> {
-    let Some(path) = &report.output else {
-        return Ok(None);
-    };
-    let err = |e: std::io::Error| UsageError(format!("--output {}: {e}", path.display()));
-    let (file, has_rows) = if report.format == Format::Csv {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(err)?;
-        let len = file.metadata().map_err(err)?.len();
-        (file, len > 0)
-    } else {
-        (File::create(path).map_err(err)?, false)
-    };
-    Ok(Some(OutputFile {
-        file,
-        path: path.clone(),
-        has_rows,
-    }))
+    OutputFile::open(report.output.as_ref(), report.format)
 }
 
 /// Renders `results` and writes them to `--output` if asked.
@@ -150,16 +169,7 @@ pub(crate) fn finish(
             &report.percentiles,
         ),
     };
-    let written_to = match output {
-        Some(mut out) => {
-            out.file
-                .write_all(rendered.as_bytes())
-                .and_then(|_| out.file.flush())
-                .map_err(|e| UsageError(format!("--output {}: {e}", out.path.display())))?;
-            Some(out.path)
-        }
-        None => None,
-    };
+    let written_to = output.map(|out| out.write(&rendered)).transpose()?;
     Ok(Summary {
         header,
         report: rendered,

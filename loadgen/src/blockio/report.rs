@@ -4,12 +4,11 @@
 
 use super::args::ConnArgs;
 use super::{Op, Totals};
-use crate::UsageError;
 use crate::cli::{Format, Percentiles, ReportArgs};
+use crate::{OutputFile as Output, UsageError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::time::Duration;
 
 const MB: f64 = (1u64 << 20) as f64;
@@ -335,33 +334,8 @@ fn size(bytes: u64) -> String {
     common::units::format_size(bytes)
 }
 
-pub(crate) struct Output {
-    file: std::fs::File,
-    path: std::path::PathBuf,
-    has_rows: bool,
-}
-
 pub(crate) fn open_output(report: &ReportArgs) -> Result<Option<Output>, UsageError> {
-    let Some(path) = &report.output else {
-        return Ok(None);
-    };
-    let err = |e: std::io::Error| UsageError(format!("--output {}: {e}", path.display()));
-    let (file, has_rows) = if report.format == Format::Csv {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(err)?;
-        let len = file.metadata().map_err(err)?.len();
-        (file, len > 0)
-    } else {
-        (std::fs::File::create(path).map_err(err)?, false)
-    };
-    Ok(Some(Output {
-        file,
-        path: path.clone(),
-        has_rows,
-    }))
+    Output::open(report.output.as_ref(), report.format)
 }
 
 pub(crate) fn finish(
@@ -380,16 +354,7 @@ pub(crate) fn finish(
         }
         Format::Csv => report.csv(!output.as_ref().is_some_and(|o| o.has_rows)),
     };
-    let written_to = match output {
-        Some(mut out) => {
-            out.file
-                .write_all(rendered.as_bytes())
-                .and_then(|_| out.file.flush())
-                .map_err(|e| UsageError(format!("--output {}: {e}", out.path.display())))?;
-            Some(out.path)
-        }
-        None => None,
-    };
+    let written_to = output.map(|out| out.write(&rendered)).transpose()?;
     Ok(super::BlockSummary {
         report,
         rendered,
