@@ -279,3 +279,15 @@ pub fn main(command: &Command) -> Option<ExitCode> {
         }
     })
 }
+
+/// Waits for every worker and merges their totals; a worker that panicked is counted as an error.
+async fn join_workers(tasks: Vec<tokio::task::JoinHandle<Totals>>) -> Totals {
+    let mut totals = Totals::default();
+    for task in tasks {
+        match task.await {
+            Ok(t) => totals.merge(t),
+            Err(e) => totals.error(format!("worker:{e}")),
+        }
+    }
+    totals
+}

@@ -209,14 +209,7 @@ pub(crate) async fn phase(
     let tasks: Vec<_> = (0..a.threads as usize)
         .map(|i| tokio::spawn(worker(i, clients[i % clients.len()].clone(), ctx.clone())))
         .collect();
-    let mut totals = Totals::default();
-    for task in tasks {
-        match task.await {
-            Ok(t) => totals.merge(t),
-            Err(e) => totals.error(format!("worker:{e}")),
-        }
-    }
-    (totals, start.elapsed())
+    (super::join_workers(tasks).await, start.elapsed())
 }
 
 pub fn run(a: &WriteArgs) -> Result<super::BlockSummary, UsageError> {
