@@ -108,31 +108,47 @@ print(f'{r["throughput"]["requests_per_s"]:.0f} {p50:.4f} {float(sys.argv[2]) * 
 PY
 }
 
+# dn-sim's CPU seconds so far (user + system), to charge each run its server-side cost: a client
+# whose request pattern makes the server work harder (e.g. header blocks the server must decode
+# from literals every time) lowers everybody's throughput on shared cores.
+tick=$(getconf CLK_TCK)
+sim_cpu() { awk -v t="$tick" '{printf "%.3f", ($14 + $15) / t}' "/proc/$sim/stat"; }
+per_req() { python3 -c "print(f'{($2 - $1) * 1e6 / $requests:.1f}')"; }
+
 echo "## Throughput: 0-byte echo, 4 connections × 32 in flight, $requests requests per run, $rounds rounds"
+echo
+echo "Each cell: requests/s (client CPU µs per request / dn-sim CPU µs per request)."
 echo
 echo "| round | h2load -t 1 | loadgen, stream per request | loadgen, stream per request, --runtime-threads 2 | loadgen, persistent streams, --pipeline 32 |"
 echo "|---:|---:|---:|---:|---:|"
 : >"$work/rows"
 for r in $(seq "$rounds"); do
-    read -r h hc < <(h2load_rate)
-    read -r l _ lc < <(loadgen_json -n "$requests" --clients 4 -t 128)
-    read -r l1 _ l1c < <(loadgen_json -n "$requests" --clients 4 -t 128 --runtime-threads 2)
-    read -r p _ pc < <(loadgen_json -n "$requests" --clients 4 -t 4 --stream-mode persistent --pipeline 32)
-    echo "| $r | $h req/s ($hc µs CPU/req) | $l req/s ($lc µs) | $l1 req/s ($l1c µs) | $p req/s ($pc µs) |"
-    echo "$h $hc $l $lc $l1 $l1c $p $pc" >>"$work/rows"
+    s0=$(sim_cpu); h2load_rate >"$work/res"; s1=$(sim_cpu)
+    read -r h hc <"$work/res"; hs=$(per_req "$s0" "$s1")
+    s0=$(sim_cpu); loadgen_json -n "$requests" --clients 4 -t 128 >"$work/res"; s1=$(sim_cpu)
+    read -r l _ lc <"$work/res"; ls=$(per_req "$s0" "$s1")
+    s0=$(sim_cpu); loadgen_json -n "$requests" --clients 4 -t 128 --runtime-threads 2 >"$work/res"; s1=$(sim_cpu)
+    read -r l1 _ l1c <"$work/res"; l1s=$(per_req "$s0" "$s1")
+    s0=$(sim_cpu); loadgen_json -n "$requests" --clients 4 -t 4 --stream-mode persistent --pipeline 32 >"$work/res"; s1=$(sim_cpu)
+    read -r p _ pc <"$work/res"; ps=$(per_req "$s0" "$s1")
+    echo "| $r | $h req/s ($hc / $hs µs) | $l req/s ($lc / $ls µs) | $l1 req/s ($l1c / $l1s µs) | $p req/s ($pc / $ps µs) |"
+    echo "$h $hc $hs $l $lc $ls $l1 $l1c $l1s $p $pc $ps" >>"$work/rows"
 done
 python3 - "$work/rows" <<'PY'
-import sys
+import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
 m = [sum(c) / len(rows) for c in zip(*rows)]
-print(f"| mean | {m[0]:.0f} req/s ({m[1]:.1f} µs CPU/req) | {m[2]:.0f} req/s ({m[3]:.1f} µs) | "
-      f"{m[4]:.0f} req/s ({m[5]:.1f} µs) | {m[6]:.0f} req/s ({m[7]:.1f} µs) |")
+cells = " | ".join(f"{m[i]:.0f} req/s ({m[i + 1]:.1f} / {m[i + 2]:.1f} µs)" for i in (0, 3, 6, 9))
+print(f"| mean | {cells} |")
 print()
-print(f"loadgen / h2load throughput, same stream pattern: {m[2] / m[0]:.2f} (default I/O threads), "
-      f"{m[4] / m[0]:.2f} (2 I/O threads); persistent streams: {m[6] / m[0]:.2f}.")
-print(f"Client CPU per request: h2load {m[1]:.1f} µs; loadgen {m[3]:.1f} µs (default) and "
-      f"{m[5]:.1f} µs (2 I/O threads) with a stream per request, {m[7]:.1f} µs with persistent "
-      f"streams. Client and dn-sim share the cores, so the client's CPU is taken from the server.")
+per_round = [r[3] / r[0] for r in rows]
+print(f"loadgen / h2load throughput, same stream pattern: {m[3] / m[0]:.2f} (default I/O threads; "
+      f"per round {' '.join(f'{x:.2f}' for x in per_round)}, median {statistics.median(per_round):.2f}), "
+      f"{m[6] / m[0]:.2f} (2 I/O threads); persistent streams: {m[9] / m[0]:.2f}.")
+print(f"CPU per request, client / dn-sim: h2load {m[1]:.1f} / {m[2]:.1f} µs; loadgen {m[4]:.1f} / {m[5]:.1f} µs "
+      f"(default) and {m[7]:.1f} / {m[8]:.1f} µs (2 I/O threads) with a stream per request, "
+      f"{m[10]:.1f} / {m[11]:.1f} µs with persistent streams. Client and dn-sim share the cores, so "
+      f"the client's CPU is taken from the server.")
 PY
 
 echo

@@ -2,6 +2,7 @@
 //! unreachable target fails fast with a clear message. Per-request streams use the lean
 //! [`unary`] client on plain HTTP/2; persistent streams use tonic's `Channel`.
 
+pub mod http2;
 pub mod unary;
 
 use anyhow::{Context, bail};
@@ -65,7 +66,7 @@ pub async fn connect_unary(
     count: usize,
     connect_timeout: Duration,
     request_timeout: Duration,
-) -> anyhow::Result<Vec<std::sync::Arc<unary::UnaryConnection>>> {
+) -> anyhow::Result<Vec<std::rc::Rc<unary::UnaryConnection>>> {
     let hostport = &uri[7..];
     let mut conns = Vec::with_capacity(count);
     for _ in 0..count {

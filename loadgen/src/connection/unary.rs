@@ -1,24 +1,24 @@
-//! The per-request stream path on plain HTTP/2 (the `h2` crate), without tonic's channel: one
-//! request = one new HTTP/2 stream carrying one pre-encoded gRPC message, half-closed at once,
-//! then the answer and the trailers — exactly what Ozone's Java client puts on the wire
-//! (`XceiverClientGrpc.sendCommandAsync`), at a fraction of the CPU per request, so that loadgen
-//! is not the bottleneck. The long-lived streams of `--stream-mode persistent` use tonic.
+//! The per-request stream path: one request = one new HTTP/2 stream carrying one pre-encoded gRPC
+//! message, half-closed at once, then the answer and the trailers — exactly what Ozone's Java
+//! client puts on the wire (`XceiverClientGrpc.sendCommandAsync`). It runs on loadgen's own
+//! minimal HTTP/2 client ([`super::http2`]) at a fraction of the CPU per request of a generic
+//! stack, so that loadgen is not the bottleneck. The long-lived streams of
+//! `--stream-mode persistent` use tonic.
 //!
-//! Each connection is shared by its workers through clones of one `SendRequest` (no lock). When
-//! the connection breaks, the first worker to notice re-establishes it (under a lock taken only
-//! on that path); the others pick up the new one.
+//! Each connection is shared by the workers of one I/O thread. When it breaks (or the server
+//! sends GOAWAY), the first worker to notice opens a new one (under a lock taken only on that
+//! path); the others pick it up.
 
+use super::http2::{self, GrpcHead, StreamError};
 use crate::outcome::{Answer, ErrorKind, Failure};
 use crate::workload::Workload;
 use bytes::{Buf, Bytes, BytesMut};
 use common::proto::ContainerCommandResponseProto;
 use common::wire::RequiredFields;
-use h2::client::SendRequest;
-use http::{HeaderValue, Method, Request, Uri};
 use prost::Message;
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tonic::Code;
 
 const PATH: &str = "/hadoop.hdds.datanode.XceiverClientProtocolService/send";
@@ -27,50 +27,27 @@ const PATH: &str = "/hadoop.hdds.datanode.XceiverClientProtocolService/send";
 /// inside a `LocalSet` (loadgen's I/O threads).
 pub struct UnaryConnection {
     hostport: String,
-    uri: Uri,
     connect_timeout: Duration,
     /// `grpc-timeout`, as the Java client sends its deadline.
-    grpc_timeout: HeaderValue,
-    current: tokio::sync::Mutex<(u64, SendRequest<Bytes>)>,
+    grpc_timeout: String,
+    /// The connection in use and its generation (bumped by every reconnect).
+    current: RefCell<(u64, Rc<http2::Connection>)>,
+    /// Held while reconnecting, so that one worker reconnects and the others wait for it.
+    reconnecting: tokio::sync::Mutex<()>,
 }
 
 /// A worker's handle on a connection.
 pub struct UnaryClient {
-    conn: Arc<UnaryConnection>,
-    generation: u64,
-    send: SendRequest<Bytes>,
-    /// Responses are decoded into this one (a response is 1.3 KB: decoding in place saves
-    /// copying it up the call chain and allocating per request).
+    conn: Rc<UnaryConnection>,
+    h2: Rc<http2::Connection>,
+    /// The buffer response bodies are received into, reused from call to call.
+    body: BytesMut,
+    /// The last response's body: `response`'s byte fields are slices of it until it is cleared,
+    /// then it becomes `body` again (no allocation per response).
+    last_body: Option<Bytes>,
+    /// Responses are decoded into this one (decoding in place saves copying it up the call
+    /// chain and allocating per request).
     response: Box<ContainerCommandResponseProto>,
-}
-
-async fn handshake(hostport: &str, timeout: Duration) -> Result<SendRequest<Bytes>, String> {
-    let connect = async {
-        let tcp = TcpStream::connect(hostport)
-            .await
-            .map_err(|e| e.to_string())?;
-        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-        let (send, connection) = h2::client::Builder::new()
-            .initial_window_size(8 << 20)
-            .initial_connection_window_size(32 << 20)
-            .max_frame_size(1 << 20)
-            .max_send_buffer_size(4 << 20)
-            .handshake::<_, Bytes>(tcp)
-            .await
-            .map_err(|e| e.to_string())?;
-        // The connection task runs on the same thread and queue as its workers (an I/O thread's
-        // LocalSet), so waking one from the other is a local queue push.
-        tokio::task::spawn_local(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("connection ended: {e}");
-            }
-        });
-        Ok::<_, String>(send)
-    };
-    match tokio::time::timeout(timeout, connect).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("no answer within {timeout:?}")),
-    }
 }
 
 impl UnaryConnection {
@@ -79,27 +56,27 @@ impl UnaryConnection {
         hostport: &str,
         connect_timeout: Duration,
         request_timeout: Duration,
-    ) -> Result<Arc<Self>, String> {
-        let send = handshake(hostport, connect_timeout).await?;
-        let uri: Uri = format!("http://{hostport}{PATH}")
-            .parse()
-            .map_err(|e| format!("{e}"))?;
+    ) -> Result<Rc<Self>, String> {
         let millis = request_timeout.as_millis().clamp(1, 99_999_999);
-        Ok(Arc::new(UnaryConnection {
+        let grpc_timeout = format!("{millis}m");
+        let h2 =
+            http2::Connection::connect(hostport, hostport, PATH, &grpc_timeout, connect_timeout)
+                .await?;
+        Ok(Rc::new(UnaryConnection {
             hostport: hostport.to_string(),
-            uri,
             connect_timeout,
-            grpc_timeout: HeaderValue::from_str(&format!("{millis}m")).expect("ASCII digits"),
-            current: tokio::sync::Mutex::new((0, send)),
+            grpc_timeout,
+            current: RefCell::new((0, h2)),
+            reconnecting: tokio::sync::Mutex::new(()),
         }))
     }
 
-    pub async fn client(self: &Arc<Self>) -> UnaryClient {
-        let guard = self.current.lock().await;
+    pub async fn client(self: &Rc<Self>) -> UnaryClient {
         UnaryClient {
-            conn: Arc::clone(self),
-            generation: guard.0,
-            send: guard.1.clone(),
+            conn: Rc::clone(self),
+            h2: Rc::clone(&self.current.borrow().1),
+            body: BytesMut::new(),
+            last_body: None,
             response: Box::default(),
         }
     }
@@ -109,24 +86,26 @@ fn transport(message: impl Into<String>) -> Failure {
     Failure::new(ErrorKind::Transport, message)
 }
 
-fn h2_failure(e: &h2::Error) -> Failure {
-    transport(crate::connection::error_chain(e))
-}
-
 impl UnaryClient {
-    /// Replaces a broken connection (or takes the one another worker already made).
+    /// Replaces a connection that takes no new streams (or takes the one another worker
+    /// already made).
     async fn reconnect(&mut self) -> Result<(), Failure> {
-        let mut guard = self.conn.current.lock().await;
-        if guard.0 == self.generation {
-            let send = handshake(&self.conn.hostport, self.conn.connect_timeout)
-                .await
-                .map_err(|e| {
-                    transport(format!("cannot reconnect to {}: {e}", self.conn.hostport))
-                })?;
-            *guard = (guard.0 + 1, send);
+        let _one_at_a_time = self.conn.reconnecting.lock().await;
+        let current = Rc::clone(&self.conn.current.borrow().1);
+        if !current.is_usable() {
+            let fresh = http2::Connection::connect(
+                &self.conn.hostport,
+                &self.conn.hostport,
+                PATH,
+                &self.conn.grpc_timeout,
+                self.conn.connect_timeout,
+            )
+            .await
+            .map_err(|e| transport(format!("cannot reconnect to {}: {e}", self.conn.hostport)))?;
+            let mut cur = self.conn.current.borrow_mut();
+            *cur = (cur.0 + 1, fresh);
         }
-        self.generation = guard.0;
-        self.send = guard.1.clone();
+        self.h2 = Rc::clone(&self.conn.current.borrow().1);
         Ok(())
     }
 
@@ -139,109 +118,78 @@ impl UnaryClient {
         }
     }
 
+    /// The body buffer back from the last response (whose fields are cleared first).
+    fn take_body(&mut self) -> BytesMut {
+        self.response.clear();
+        let mut body = match self.last_body.take() {
+            Some(last) => last.try_into_mut().unwrap_or_default(),
+            None => std::mem::take(&mut self.body),
+        };
+        body.clear();
+        body
+    }
+
     /// Sends `frame` and decodes the answer into `self.response`.
     async fn exchange(&mut self, frame: Bytes) -> Result<(), Failure> {
-        if futures_util::future::poll_fn(|cx| self.send.poll_ready(cx))
-            .await
-            .is_err()
-        {
+        let body = self.take_body();
+        if !self.h2.is_usable() {
+            self.body = body;
             self.reconnect().await?;
-            futures_util::future::poll_fn(|cx| self.send.poll_ready(cx))
-                .await
-                .map_err(|e| h2_failure(&e))?;
+            let body = std::mem::take(&mut self.body);
+            return self.exchange_on(frame, body).await;
         }
-        let mut request = Request::new(());
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = self.conn.uri.clone();
-        let headers = request.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/grpc"),
-        );
-        headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
-        headers.insert("grpc-timeout", self.conn.grpc_timeout.clone());
-        let (response, mut stream) = match self.send.send_request(request, false) {
-            Ok(r) => r,
-            Err(e) => {
-                // The connection went away between ready and send (e.g. GOAWAY).
-                let failure = h2_failure(&e);
-                let _ = self.reconnect().await;
-                return Err(failure);
-            }
-        };
-        stream.send_data(frame, true).map_err(|e| h2_failure(&e))?;
-        let response = response.await.map_err(|e| h2_failure(&e))?;
-        let (parts, mut body) = response.into_parts();
-        // A trailers-only answer carries its status in the headers.
-        check_status(&parts.headers)?;
-        if parts.status != http::StatusCode::OK {
-            return Err(Failure::new(
-                ErrorKind::Grpc(http_to_grpc(parts.status) as i32),
-                format!("HTTP status {}", parts.status),
-            ));
-        }
-        let mut data = Bytes::new();
-        let mut more: Option<BytesMut> = None;
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(|e| h2_failure(&e))?;
-            let _ = body.flow_control().release_capacity(chunk.len());
-            match &mut more {
-                Some(buf) => buf.extend_from_slice(&chunk),
-                None if data.is_empty() => data = chunk,
-                None => {
-                    // A message over several DATA frames: one buffer of the size the gRPC
-                    // length prefix announces (bounded by the 32 MiB message limit).
-                    let announced = if data.len() >= 5 {
-                        5 + u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize
-                    } else {
-                        0
-                    };
-                    let capacity = announced
-                        .min(5 + common::MAX_MESSAGE_SIZE)
-                        .max(data.len() + chunk.len());
-                    let mut buf = BytesMut::with_capacity(capacity);
-                    buf.extend_from_slice(&data);
-                    buf.extend_from_slice(&chunk);
-                    more = Some(buf);
+        self.exchange_on(frame, body).await
+    }
+
+    async fn exchange_on(&mut self, frame: Bytes, body: BytesMut) -> Result<(), Failure> {
+        match self.h2.exchange(frame, body).await {
+            Ok(response) => {
+                if let Some(failure) = head_failure(&response.head) {
+                    self.body = response.body;
+                    return Err(failure);
                 }
+                let body = response.body.freeze();
+                self.last_body = Some(body.clone());
+                decode_message(body, &mut self.response)
+            }
+            Err((error, body)) => {
+                self.body = body;
+                Err(match error {
+                    StreamError::Transport(m) => transport(m),
+                    StreamError::Grpc(code, m) => Failure::new(ErrorKind::Grpc(code as i32), m),
+                })
             }
         }
-        let trailers = body.trailers().await.map_err(|e| h2_failure(&e))?;
-        if let Some(trailers) = &trailers {
-            check_status(trailers)?;
-        }
-        let data = more.map_or(data, BytesMut::freeze);
-        decode_message(data, &mut self.response)
     }
 }
 
-/// A failure for a non-OK `grpc-status`.
-fn check_status(headers: &http::HeaderMap) -> Result<(), Failure> {
-    let Some(code) = headers.get("grpc-status") else {
-        return Ok(());
-    };
-    let code: i32 = code
-        .to_str()
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(Code::Unknown as i32);
-    if code == Code::Ok as i32 {
-        return Ok(());
+/// A failure for a non-OK `grpc-status`, or for a non-gRPC HTTP answer.
+fn head_failure(head: &GrpcHead) -> Option<Failure> {
+    match head.grpc_status {
+        Some(code) if code != Code::Ok as i32 => {
+            let message = head
+                .grpc_message
+                .as_deref()
+                .map(percent_decode)
+                .unwrap_or_default();
+            let kind = if code == Code::DeadlineExceeded as i32 {
+                ErrorKind::Deadline
+            } else {
+                ErrorKind::Grpc(code)
+            };
+            let mut failure = Failure::new(kind, message);
+            failure.pushback = head
+                .pushback
+                .as_deref()
+                .map(|v| crate::retry::Pushback::parse(std::str::from_utf8(v).unwrap_or("-1")));
+            Some(failure)
+        }
+        _ if head.http_status != 200 => Some(Failure::new(
+            ErrorKind::Grpc(http_to_grpc(head.http_status) as i32),
+            format!("HTTP status {}", head.http_status),
+        )),
+        _ => None,
     }
-    let message = headers
-        .get("grpc-message")
-        .map(|m| percent_decode(m.as_bytes()))
-        .unwrap_or_default();
-    let kind = if code == Code::DeadlineExceeded as i32 {
-        ErrorKind::Deadline
-    } else {
-        ErrorKind::Grpc(code)
-    };
-    let mut failure = Failure::new(kind, message);
-    failure.pushback = headers
-        .get(crate::retry::PUSHBACK_METADATA_KEY)
-        .map(|v| crate::retry::Pushback::parse(v.to_str().unwrap_or("-1")));
-    Err(failure)
 }
 
 /// `grpc-message` is percent-encoded.
@@ -269,8 +217,8 @@ fn percent_decode(raw: &[u8]) -> String {
 }
 
 /// gRPC's mapping of HTTP statuses of non-gRPC answers (e.g. from a proxy).
-fn http_to_grpc(status: http::StatusCode) -> Code {
-    match status.as_u16() {
+fn http_to_grpc(status: u16) -> Code {
+    match status {
         400 => Code::Internal,
         401 => Code::Unauthenticated,
         403 => Code::PermissionDenied,
@@ -341,29 +289,35 @@ mod tests {
         decode_message(framed, &mut into).unwrap();
         assert_eq!(into, resp);
         assert!(decode_message(Bytes::from_static(&[0, 0, 0]), &mut into).is_err());
-        let mut h = http::HeaderMap::new();
-        assert!(check_status(&h).is_ok());
-        h.insert("grpc-status", HeaderValue::from_static("0"));
-        assert!(check_status(&h).is_ok());
-        h.insert("grpc-status", HeaderValue::from_static("14"));
-        h.insert(
-            "grpc-message",
-            HeaderValue::from_static("over%20the%20limit%"),
-        );
-        let f = check_status(&h).unwrap_err();
+        let mut h = GrpcHead {
+            http_status: 200,
+            ..Default::default()
+        };
+        assert!(head_failure(&h).is_none());
+        h.grpc_status = Some(0);
+        assert!(head_failure(&h).is_none());
+        h.grpc_status = Some(14);
+        h.grpc_message = Some(b"over%20the%20limit%".to_vec());
+        let f = head_failure(&h).unwrap();
         assert_eq!(f.kind, ErrorKind::Grpc(Code::Unavailable as i32));
         assert_eq!(f.message, "over the limit%");
         assert_eq!(f.pushback, None);
-        h.insert("grpc-retry-pushback-ms", HeaderValue::from_static("250"));
+        h.pushback = Some(b"250".to_vec());
         assert_eq!(
-            check_status(&h).unwrap_err().pushback,
+            head_failure(&h).unwrap().pushback,
             Some(crate::retry::Pushback::RetryAfter(Duration::from_millis(
                 250
             )))
         );
+        h.grpc_status = Some(4);
+        assert_eq!(head_failure(&h).unwrap().kind, ErrorKind::Deadline);
+        let proxy = GrpcHead {
+            http_status: 503,
+            ..Default::default()
+        };
         assert_eq!(
-            http_to_grpc(http::StatusCode::SERVICE_UNAVAILABLE),
-            Code::Unavailable
+            head_failure(&proxy).unwrap().kind,
+            ErrorKind::Grpc(Code::Unavailable as i32)
         );
     }
 }

@@ -124,7 +124,7 @@ struct ThreadPlan {
 }
 
 enum Conns {
-    Unary(Vec<(usize, Arc<connection::unary::UnaryConnection>)>),
+    Unary(Vec<(usize, Rc<connection::unary::UnaryConnection>)>),
     Tonic(Vec<(usize, connection::Client)>),
 }
 
@@ -200,7 +200,7 @@ impl ThreadPlan {
                 match (&conns, self.config.streams) {
                     (Conns::Unary(list), _) => {
                         let conn = list.iter().find(|(i, _)| *i == c).expect("own connection");
-                        workers.spawn_local(per_request::worker(ctx, Arc::clone(&conn.1)));
+                        workers.spawn_local(per_request::worker(ctx, Rc::clone(&conn.1)));
                     }
                     (Conns::Tonic(list), Streams::Persistent { pipeline }) => {
                         let conn = list.iter().find(|(i, _)| *i == c).expect("own connection");

@@ -5,10 +5,10 @@ use super::WorkerContext;
 use super::request::{self, Backoff, Deadline};
 use crate::connection::unary::UnaryConnection;
 use crate::outcome::{Answer, ErrorKind};
-use std::sync::Arc;
+use std::rc::Rc;
 use std::time::Instant;
 
-pub async fn worker(mut ctx: WorkerContext, conn: Arc<UnaryConnection>) {
+pub async fn worker(mut ctx: WorkerContext, conn: Rc<UnaryConnection>) {
     let mut client = conn.client().await;
     let mut stop = ctx.shared.stop_signal();
     let mut backoff = Backoff::new();

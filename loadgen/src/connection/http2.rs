@@ -1,0 +1,1470 @@
+//! A minimal HTTP/2 client connection (RFC 9113) for unary gRPC calls, built for loadgen's hot
+//! path: one request = one new stream carrying one pre-encoded gRPC message, half-closed at once,
+//! then the answer and the trailers.
+//!
+//! Why not the `h2` crate: for 0-byte echoes the generic stack (stream store, `http` header maps,
+//! HPACK encoding of every request, a task wake-up per frame) cost ~8 µs of CPU per request where
+//! h2load spends ~7, and on a two-core machine every client microsecond is taken from the
+//! DataNode under test. Here a request is a memcpy of a header block encoded once per connection
+//! plus its DATA frame into a write buffer that one task flushes for all workers, and a response
+//! is decoded by one task that wakes the one worker waiting for it.
+//!
+//! What it implements: the preface and SETTINGS exchange (it waits for the server's SETTINGS
+//! before the first request, so `SETTINGS_MAX_CONCURRENT_STREAMS` is known), flow control both
+//! ways (requests larger than the server's windows wait for WINDOW_UPDATE; received DATA is
+//! acknowledged at half the advertised windows), HPACK decoding with the dynamic table
+//! (`loona-hpack`), CONTINUATION, padding, PING, RST_STREAM both ways (a dropped call — a
+//! deadline — resets its stream), GOAWAY (streams above the last one are failed so that they can
+//! be retried; new calls go to a new connection), and stream-id exhaustion. Server push is
+//! disabled; request headers never use the dynamic table (always legal).
+//!
+//! Everything runs on one thread: the connection task and the workers share the state through an
+//! `Rc<RefCell<_>>` and no borrow is held across an await.
+
+use bytes::{Bytes, BytesMut};
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, IoSlice};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const RST_STREAM: u8 = 0x3;
+const SETTINGS: u8 = 0x4;
+const PUSH_PROMISE: u8 = 0x5;
+const PING: u8 = 0x6;
+const GOAWAY: u8 = 0x7;
+const WINDOW_UPDATE: u8 = 0x8;
+const CONTINUATION: u8 = 0x9;
+
+const END_STREAM: u8 = 0x1;
+const ACK: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
+
+const CANCEL: u32 = 0x8;
+const NO_ERROR: u32 = 0x0;
+const PROTOCOL_ERROR: u32 = 0x1;
+
+/// What we advertise: a stream window of 8 MiB, a connection window of 32 MiB (4 MB chunks
+/// and their responses flow without waiting for a window update), frames up to 1 MiB.
+const STREAM_WINDOW: u32 = 8 << 20;
+const CONNECTION_WINDOW: u32 = 32 << 20;
+const MAX_FRAME_SIZE: u32 = 1 << 20;
+/// HTTP/2's defaults before the peer's SETTINGS say otherwise.
+const DEFAULT_WINDOW: i64 = 65_535;
+const DEFAULT_MAX_FRAME: usize = 16_384;
+/// A response header block (all its CONTINUATIONs) larger than this is a hostile server.
+const MAX_HEADER_BLOCK: usize = 1 << 20;
+/// Client stream ids are odd and below 2^31.
+const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+
+/// How a stream ended, as the worker sees it.
+#[derive(Debug)]
+pub enum StreamError {
+    /// The connection or the stream failed (closed, reset, refused, GOAWAY): nothing about the
+    /// request's fate is known; the message says what happened.
+    Transport(String),
+    /// The response broke a gRPC rule (e.g. a message over the size limit).
+    Grpc(tonic::Code, String),
+}
+
+/// The header fields of a response that gRPC cares about (response headers and trailers).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct GrpcHead {
+    /// `:status` of the response headers (0 until they arrive).
+    pub http_status: u16,
+    /// `grpc-status` from the trailers, or from the headers of a trailers-only answer.
+    pub grpc_status: Option<i32>,
+    /// `grpc-message`, still percent-encoded.
+    pub grpc_message: Option<Vec<u8>>,
+    /// `grpc-retry-pushback-ms`, as sent.
+    pub pushback: Option<Vec<u8>>,
+}
+
+/// A finished exchange: the head fields and the response body (gRPC-framed message bytes).
+#[derive(Debug)]
+pub struct Response {
+    pub head: GrpcHead,
+    pub body: BytesMut,
+}
+
+/// Identity hashing for stream ids (they are distinct small integers).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        // Spread the odd ids over the table's buckets.
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type StreamMap = HashMap<u32, Stream, BuildHasherDefault<IdHasher>>;
+
+struct Stream {
+    waker: Option<Waker>,
+    head: GrpcHead,
+    /// The response headers arrived (the next header block is the trailers).
+    headers_seen: bool,
+    body: BytesMut,
+    /// Request bytes not yet sent for lack of flow-control window.
+    pending: Bytes,
+    /// What the peer lets this stream send.
+    send_window: i64,
+    /// Received DATA bytes not yet given back with a WINDOW_UPDATE.
+    recv_unacked: u32,
+    /// `Some` once the stream is over (the worker takes it).
+    outcome: Option<Result<(), StreamError>>,
+}
+
+/// A header block being received (HEADERS + CONTINUATION frames).
+struct PartialBlock {
+    stream: u32,
+    end_stream: bool,
+    block: Vec<u8>,
+}
+
+struct Inner {
+    /// Set when the connection can take no new streams (closed, failed, GOAWAY, ids used up).
+    closed: Option<String>,
+    /// Every handle was dropped: the task closes the socket and ends.
+    abandoned: bool,
+    next_id: u32,
+    streams: StreamMap,
+    /// Streams opened and not yet closed from our side (what MAX_CONCURRENT_STREAMS counts).
+    open: usize,
+    max_concurrent: usize,
+    /// Workers waiting for `open < max_concurrent`.
+    slot_waiters: VecDeque<Waker>,
+    /// Streams with request bytes waiting for window, oldest first.
+    blocked: VecDeque<u32>,
+    conn_send_window: i64,
+    peer_initial_window: i64,
+    peer_max_frame: usize,
+    conn_recv_unacked: u32,
+    /// The pre-encoded request header blocks, and which one the next request carries.
+    request_blocks: RequestBlocks,
+    hpack_mode: HpackMode,
+    /// Output not yet written: large request payloads as shared segments (no copy), then the
+    /// small frames in `out` (always after every segment).
+    segments: VecDeque<Bytes>,
+    out: Vec<u8>,
+    out_pos: usize,
+    task_waker: Option<Waker>,
+    task_notified: bool,
+    hpack: loona_hpack::Decoder<'static>,
+    partial: Option<PartialBlock>,
+}
+
+/// One HTTP/2 connection, shared by the workers of one I/O thread (`Rc`; not `Send`).
+pub struct Connection {
+    inner: Rc<RefCell<Inner>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let mut inner = self.inner.borrow_mut();
+        inner.abandoned = true;
+        inner.notify_task();
+    }
+}
+
+fn frame_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
+    let len = len as u32;
+    out.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags]);
+    out.extend_from_slice(&(stream & LAST_STREAM_ID).to_be_bytes());
+}
+
+/// An HPACK integer with an `n`-bit prefix (RFC 7541 §5.1), `first` holding the pattern bits.
+fn hpack_int(out: &mut Vec<u8>, first: u8, n: u32, mut value: usize) {
+    let max = (1usize << n) - 1;
+    if value < max {
+        out.push(first | value as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    value -= max;
+    while value >= 128 {
+        out.push((value % 128) as u8 | 0x80);
+        value /= 128;
+    }
+    out.push(value as u8);
+}
+
+fn hpack_str(out: &mut Vec<u8>, s: &str) {
+    hpack_int(out, 0, 7, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// A literal header field (RFC 7541 §6.2): `pattern`/`prefix` choose with incremental indexing
+/// (0x40, 6 bits) or without indexing (0x00, 4 bits); `name` is a static-table index or a new name.
+fn literal(out: &mut Vec<u8>, pattern: u8, prefix: u32, name: Result<usize, &str>, value: &str) {
+    match name {
+        Ok(index) => hpack_int(out, pattern, prefix, index),
+        Err(name) => {
+            out.push(pattern);
+            hpack_str(out, name);
+        }
+    }
+    hpack_str(out, value);
+}
+
+/// The header block of every request on a connection, encoded once: POST, http, the path and
+/// authority, `content-type: application/grpc`, `te: trailers`, the deadline as `grpc-timeout`
+/// (as the Java client sends it) and a `user-agent`.
+///
+/// Like grpc-java's and nghttp2's encoders, the first request adds the six non-static fields to
+/// the server's HPACK dynamic table and every later request names them by index: 8 bytes instead
+/// of ~130, and the server decodes no strings per request. The table never changes after that
+/// (nothing else is ever added), so the indexes stay valid for the connection's life. If the
+/// server allows a table smaller than the default 4,096 bytes, the blocks are sent as plain
+/// literals after a size update to 0.
+#[derive(Debug, Clone)]
+pub struct RequestBlocks {
+    /// First request: literals with incremental indexing.
+    pub first: Vec<u8>,
+    /// Later requests: all indexed.
+    pub indexed: Vec<u8>,
+    /// No dynamic table: literals without indexing.
+    pub plain: Vec<u8>,
+}
+
+impl RequestBlocks {
+    pub fn new(authority: &str, path: &str, grpc_timeout: &str) -> Self {
+        const USER_AGENT: &str = concat!("loadgen/", env!("CARGO_PKG_VERSION"));
+        // Static table: 1 :authority, 4 :path, 31 content-type, 58 user-agent.
+        let fields: [(Result<usize, &str>, &str); 6] = [
+            (Ok(4), path),
+            (Ok(1), authority),
+            (Ok(31), "application/grpc"),
+            (Err("te"), "trailers"),
+            (Err("grpc-timeout"), grpc_timeout),
+            (Ok(58), USER_AGENT),
+        ];
+        // :method POST (static 3), :scheme http (static 6).
+        let start = [0x80 | 3, 0x80 | 6];
+        let mut first = start.to_vec();
+        let mut plain = start.to_vec();
+        let mut indexed = start.to_vec();
+        for (i, (name, value)) in fields.iter().enumerate() {
+            literal(&mut first, 0x40, 6, *name, value);
+            literal(&mut plain, 0x00, 4, *name, value);
+            // Dynamic entries are numbered from 62, the newest first.
+            hpack_int(&mut indexed, 0x80, 7, 62 + fields.len() - 1 - i);
+        }
+        RequestBlocks {
+            first,
+            indexed,
+            plain,
+        }
+    }
+}
+
+/// Which request block the next request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HpackMode {
+    First,
+    Indexed,
+    /// Plain literals; `true`: the next block starts with a table size update to 0.
+    Plain(bool),
+}
+
+impl Inner {
+    fn notify_task(&mut self) {
+        if !self.task_notified {
+            self.task_notified = true;
+            if let Some(w) = &self.task_waker {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    /// The request's HEADERS; `end_stream` for a request without a body.
+    fn push_request_headers(&mut self, id: u32, end_stream: bool) {
+        let (block, size_update) = match self.hpack_mode {
+            HpackMode::First => {
+                self.hpack_mode = HpackMode::Indexed;
+                (&self.request_blocks.first, false)
+            }
+            HpackMode::Indexed => (&self.request_blocks.indexed, false),
+            HpackMode::Plain(update) => {
+                self.hpack_mode = HpackMode::Plain(false);
+                (&self.request_blocks.plain, update)
+            }
+        };
+        let len = block.len() + usize::from(size_update);
+        let flags = END_HEADERS | if end_stream { END_STREAM } else { 0 };
+        frame_header(&mut self.out, len, HEADERS, flags, id);
+        if size_update {
+            self.out.push(0x20); // dynamic table size update to 0
+        }
+        self.out.extend_from_slice(block);
+    }
+
+    fn push_frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        frame_header(&mut self.out, payload.len(), kind, flags, stream);
+        self.out.extend_from_slice(payload);
+    }
+
+    /// Queues a large payload without copying it, after everything already queued.
+    fn push_segment(&mut self, data: Bytes) {
+        if self.out.len() > self.out_pos {
+            self.segments
+                .push_back(Bytes::copy_from_slice(&self.out[self.out_pos..]));
+        }
+        self.out.clear();
+        self.out_pos = 0;
+        self.segments.push_back(data);
+    }
+
+    fn send_rst(&mut self, stream: u32, code: u32) {
+        self.push_frame(RST_STREAM, 0, stream, &code.to_be_bytes());
+    }
+
+    fn send_window_update(&mut self, stream: u32, increment: u32) {
+        self.push_frame(WINDOW_UPDATE, 0, stream, &increment.to_be_bytes());
+    }
+
+    /// Sends as much of `stream`'s pending request as the windows allow. True when all is sent.
+    fn send_pending(&mut self, id: u32) -> bool {
+        let max_frame = self.peer_max_frame;
+        loop {
+            let conn_window = self.conn_send_window;
+            let Some(s) = self.streams.get_mut(&id) else {
+                return true;
+            };
+            if s.pending.is_empty() {
+                return true;
+            }
+            let n = (s.pending.len() as i64)
+                .min(s.send_window)
+                .min(conn_window)
+                .min(max_frame as i64);
+            if n <= 0 {
+                return false;
+            }
+            let n = n as usize;
+            let chunk = s.pending.split_to(n);
+            s.send_window -= n as i64;
+            let last = s.pending.is_empty();
+            self.conn_send_window -= n as i64;
+            frame_header(
+                &mut self.out,
+                n,
+                DATA,
+                if last { END_STREAM } else { 0 },
+                id,
+            );
+            if n <= 16 * 1024 {
+                self.out.extend_from_slice(&chunk);
+            } else {
+                self.push_segment(chunk);
+            }
+            if last {
+                return true;
+            }
+        }
+    }
+
+    /// Retries the streams waiting for window, oldest first.
+    fn send_blocked(&mut self) {
+        while let Some(&id) = self.blocked.front() {
+            if self.send_pending(id) {
+                self.blocked.pop_front();
+            } else {
+                break;
+            }
+        }
+        self.notify_task();
+    }
+
+    /// A stream is over from our side: it no longer counts against the concurrency limit.
+    fn release_slot(&mut self) {
+        self.open = self.open.saturating_sub(1);
+        if let Some(w) = self.slot_waiters.pop_front() {
+            w.wake();
+        }
+    }
+
+    /// Ends a stream with an outcome and wakes its worker.
+    fn finish(&mut self, id: u32, outcome: Result<(), StreamError>) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if s.outcome.is_some() {
+            return;
+        }
+        let unsent = !s.pending.is_empty();
+        s.pending = Bytes::new();
+        s.outcome = Some(outcome);
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+        if unsent {
+            // The server answered before it had the whole request (e.g. an early rejection):
+            // stop sending it.
+            self.blocked.retain(|&b| b != id);
+            self.send_rst(id, NO_ERROR);
+        }
+        self.release_slot();
+    }
+
+    /// The connection is over: every stream still running fails, no new one starts.
+    fn fail_all(&mut self, why: String) {
+        if self.closed.is_none() {
+            self.closed = Some(why.clone());
+        }
+        let ids: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.outcome.is_none())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.finish(id, Err(StreamError::Transport(why.clone())));
+        }
+        self.blocked.clear();
+        for w in self.slot_waiters.drain(..) {
+            w.wake();
+        }
+    }
+
+    /// A connection error of ours: tell the server, then fail everything.
+    fn protocol_error(&mut self, what: &str) {
+        // The last stream id of a client's GOAWAY names server-initiated streams: none.
+        let mut payload = Vec::with_capacity(8);
+        payload.extend_from_slice(&0u32.to_be_bytes());
+        payload.extend_from_slice(&PROTOCOL_ERROR.to_be_bytes());
+        self.push_frame(GOAWAY, 0, 0, &payload);
+        self.fail_all(format!("HTTP/2 protocol error from the server: {what}"));
+    }
+
+    /// Handles every complete frame at the start of `buf`; returns how many bytes were used.
+    /// `Err` = the connection cannot go on (already failed).
+    fn on_frames(&mut self, buf: &[u8]) -> Result<usize, ()> {
+        let mut used = 0;
+        while buf.len() - used >= 9 {
+            let h = &buf[used..used + 9];
+            let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+            if len > MAX_FRAME_SIZE as usize {
+                self.protocol_error(&format!("a frame of {len} bytes (limit {MAX_FRAME_SIZE})"));
+                return Err(());
+            }
+            if buf.len() - used < 9 + len {
+                break;
+            }
+            let kind = h[3];
+            let flags = h[4];
+            let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & LAST_STREAM_ID;
+            let payload = &buf[used + 9..used + 9 + len];
+            used += 9 + len;
+            self.on_frame(kind, flags, stream, payload)?;
+        }
+        Ok(used)
+    }
+
+    fn on_frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Result<(), ()> {
+        if let Some(p) = &self.partial
+            && (kind != CONTINUATION || stream != p.stream)
+        {
+            self.protocol_error("a header block interrupted by another frame");
+            return Err(());
+        }
+        match kind {
+            DATA => self.on_data(flags, stream, payload),
+            HEADERS => {
+                let Some(mut fragment) = unpad(flags, payload) else {
+                    self.protocol_error("bad padding");
+                    return Err(());
+                };
+                if flags & PRIORITY != 0 {
+                    if fragment.len() < 5 {
+                        self.protocol_error("short HEADERS priority");
+                        return Err(());
+                    }
+                    fragment = &fragment[5..];
+                }
+                let block = PartialBlock {
+                    stream,
+                    end_stream: flags & END_STREAM != 0,
+                    block: fragment.to_vec(),
+                };
+                if flags & END_HEADERS != 0 {
+                    self.on_header_block(block)
+                } else {
+                    self.partial = Some(block);
+                    Ok(())
+                }
+            }
+            CONTINUATION => {
+                let Some(mut block) = self.partial.take() else {
+                    self.protocol_error("CONTINUATION without HEADERS");
+                    return Err(());
+                };
+                if block.block.len() + payload.len() > MAX_HEADER_BLOCK {
+                    self.protocol_error("a header block over 1 MiB");
+                    return Err(());
+                }
+                block.block.extend_from_slice(payload);
+                if flags & END_HEADERS != 0 {
+                    self.on_header_block(block)
+                } else {
+                    self.partial = Some(block);
+                    Ok(())
+                }
+            }
+            RST_STREAM => {
+                let code = payload
+                    .get(..4)
+                    .map_or(0, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+                self.finish(
+                    stream,
+                    Err(StreamError::Transport(format!(
+                        "stream reset by the server: {}",
+                        error_code_name(code)
+                    ))),
+                );
+                Ok(())
+            }
+            SETTINGS => {
+                if flags & ACK == 0 {
+                    if !payload.len().is_multiple_of(6) {
+                        self.protocol_error("SETTINGS of a bad length");
+                        return Err(());
+                    }
+                    self.on_settings(payload)?;
+                    self.push_frame(SETTINGS, ACK, 0, &[]);
+                    self.notify_task();
+                }
+                Ok(())
+            }
+            PING => {
+                if flags & ACK == 0 && payload.len() == 8 {
+                    self.push_frame(PING, ACK, 0, payload);
+                    self.notify_task();
+                }
+                Ok(())
+            }
+            GOAWAY => {
+                if payload.len() < 8 {
+                    self.protocol_error("short GOAWAY");
+                    return Err(());
+                }
+                let last = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])
+                    & LAST_STREAM_ID;
+                let code = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+                let why = format!(
+                    "the server closed the connection (GOAWAY {}{})",
+                    error_code_name(code),
+                    match std::str::from_utf8(&payload[8..]) {
+                        Ok(d) if !d.is_empty() => format!(": {d}"),
+                        _ => String::new(),
+                    }
+                );
+                if self.closed.is_none() {
+                    self.closed = Some(why.clone());
+                }
+                // Streams the server never processed can be retried elsewhere.
+                let refused: Vec<u32> = self
+                    .streams
+                    .iter()
+                    .filter(|&(&id, s)| id > last && s.outcome.is_none())
+                    .map(|(&id, _)| id)
+                    .collect();
+                for id in refused {
+                    self.finish(id, Err(StreamError::Transport(why.clone())));
+                }
+                for w in self.slot_waiters.drain(..) {
+                    w.wake();
+                }
+                Ok(())
+            }
+            WINDOW_UPDATE => {
+                let Some(c) = payload.get(..4) else {
+                    self.protocol_error("short WINDOW_UPDATE");
+                    return Err(());
+                };
+                let inc = i64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]) & LAST_STREAM_ID);
+                if stream == 0 {
+                    self.conn_send_window += inc;
+                } else if let Some(s) = self.streams.get_mut(&stream) {
+                    s.send_window += inc;
+                }
+                if !self.blocked.is_empty() {
+                    self.send_blocked();
+                }
+                Ok(())
+            }
+            PUSH_PROMISE => {
+                self.protocol_error("PUSH_PROMISE although push is disabled");
+                Err(())
+            }
+            // PRIORITY and unknown frame types are ignored (RFC 9113 §5.5).
+            _ => Ok(()),
+        }
+    }
+
+    fn on_settings(&mut self, payload: &[u8]) -> Result<(), ()> {
+        for s in payload.chunks_exact(6) {
+            let id = u16::from_be_bytes([s[0], s[1]]);
+            let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+            match id {
+                // MAX_CONCURRENT_STREAMS
+                0x3 => {
+                    self.max_concurrent = value as usize;
+                    // More room: let waiting workers in.
+                    let room = self.max_concurrent.saturating_sub(self.open);
+                    for _ in 0..room {
+                        match self.slot_waiters.pop_front() {
+                            Some(w) => w.wake(),
+                            None => break,
+                        }
+                    }
+                }
+                // INITIAL_WINDOW_SIZE: applies to every stream, by the difference.
+                0x4 => {
+                    if value > LAST_STREAM_ID {
+                        self.protocol_error("INITIAL_WINDOW_SIZE over 2^31-1");
+                        return Err(());
+                    }
+                    let delta = i64::from(value) - self.peer_initial_window;
+                    self.peer_initial_window = i64::from(value);
+                    for st in self.streams.values_mut() {
+                        st.send_window += delta;
+                    }
+                    if delta > 0 && !self.blocked.is_empty() {
+                        self.send_blocked();
+                    }
+                }
+                // MAX_FRAME_SIZE
+                0x5 => {
+                    if !(16_384..=16_777_215).contains(&value) {
+                        self.protocol_error("MAX_FRAME_SIZE out of range");
+                        return Err(());
+                    }
+                    self.peer_max_frame = value as usize;
+                }
+                // HEADER_TABLE_SIZE: the server's decoder table, which our request blocks use.
+                // Smaller than the default: no dynamic table from now on.
+                0x1 if value < 4096 && !matches!(self.hpack_mode, HpackMode::Plain(_)) => {
+                    self.hpack_mode = HpackMode::Plain(true);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn on_data(&mut self, flags: u8, stream: u32, payload: &[u8]) -> Result<(), ()> {
+        // The whole frame counts against the windows, padding included.
+        let len = payload.len() as u32;
+        self.conn_recv_unacked += len;
+        if self.conn_recv_unacked >= CONNECTION_WINDOW / 2 {
+            let inc = std::mem::take(&mut self.conn_recv_unacked);
+            self.send_window_update(0, inc);
+            self.notify_task();
+        }
+        let Some(data) = unpad(flags, payload) else {
+            self.protocol_error("bad padding");
+            return Err(());
+        };
+        let end = flags & END_STREAM != 0;
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return Ok(()); // a stream we reset or gave up on
+        };
+        if s.outcome.is_some() {
+            return Ok(());
+        }
+        if s.body.len() + data.len() > 5 + common::MAX_MESSAGE_SIZE {
+            let message = format!(
+                "gRPC message exceeds maximum size {}",
+                common::MAX_MESSAGE_SIZE
+            );
+            self.finish(
+                stream,
+                Err(StreamError::Grpc(tonic::Code::ResourceExhausted, message)),
+            );
+            self.send_rst(stream, CANCEL);
+            self.notify_task();
+            return Ok(());
+        }
+        s.body.extend_from_slice(data);
+        if end {
+            self.finish(stream, Ok(()));
+        } else {
+            s.recv_unacked += len;
+            if s.recv_unacked >= STREAM_WINDOW / 2 {
+                let inc = std::mem::take(&mut s.recv_unacked);
+                self.send_window_update(stream, inc);
+                self.notify_task();
+            }
+        }
+        Ok(())
+    }
+
+    fn on_header_block(&mut self, block: PartialBlock) -> Result<(), ()> {
+        // Every block is decoded, also for streams nobody waits for: the HPACK table depends on it.
+        let mut head = GrpcHead::default();
+        let decoded = self.hpack.decode_with_cb(
+            &block.block,
+            |name: Cow<[u8]>, value: Cow<[u8]>| match &*name {
+                b":status" => {
+                    head.http_status = std::str::from_utf8(&value)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0)
+                }
+                b"grpc-status" => {
+                    head.grpc_status = Some(
+                        std::str::from_utf8(&value)
+                            .ok()
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(tonic::Code::Unknown as i32),
+                    )
+                }
+                b"grpc-message" => head.grpc_message = Some(value.into_owned()),
+                b"grpc-retry-pushback-ms" => head.pushback = Some(value.into_owned()),
+                _ => {}
+            },
+        );
+        if let Err(e) = decoded {
+            // A failed decode leaves the table out of step with the server's: fatal.
+            self.protocol_error(&format!("HPACK: {e:?}"));
+            return Err(());
+        }
+        let Some(s) = self.streams.get_mut(&block.stream) else {
+            return Ok(());
+        };
+        if s.outcome.is_some() {
+            return Ok(());
+        }
+        if !s.headers_seen {
+            s.headers_seen = true;
+            let grpc = head.grpc_status.take();
+            let message = head.grpc_message.take();
+            let pushback = head.pushback.take();
+            s.head.http_status = head.http_status;
+            // Trailers-only: the status is in the headers.
+            if grpc.is_some() {
+                s.head.grpc_status = grpc;
+                s.head.grpc_message = message;
+                s.head.pushback = pushback;
+            }
+        } else {
+            if head.grpc_status.is_some() {
+                s.head.grpc_status = head.grpc_status;
+            }
+            if head.grpc_message.is_some() {
+                s.head.grpc_message = head.grpc_message;
+            }
+            if head.pushback.is_some() {
+                s.head.pushback = head.pushback;
+            }
+        }
+        if block.end_stream {
+            self.finish(block.stream, Ok(()));
+        }
+        Ok(())
+    }
+}
+
+/// The payload of a frame without its padding (`None`: the padding is longer than the frame).
+fn unpad(flags: u8, payload: &[u8]) -> Option<&[u8]> {
+    if flags & PADDED == 0 {
+        return Some(payload);
+    }
+    let (&pad, rest) = payload.split_first()?;
+    rest.len()
+        .checked_sub(usize::from(pad))
+        .map(|end| &rest[..end])
+}
+
+/// RFC 9113 §7 error code names.
+pub fn error_code_name(code: u32) -> String {
+    const NAMES: [&str; 14] = [
+        "NO_ERROR",
+        "PROTOCOL_ERROR",
+        "INTERNAL_ERROR",
+        "FLOW_CONTROL_ERROR",
+        "SETTINGS_TIMEOUT",
+        "STREAM_CLOSED",
+        "FRAME_SIZE_ERROR",
+        "REFUSED_STREAM",
+        "CANCEL",
+        "COMPRESSION_ERROR",
+        "CONNECT_ERROR",
+        "ENHANCE_YOUR_CALM",
+        "INADEQUATE_SECURITY",
+        "HTTP_1_1_REQUIRED",
+    ];
+    NAMES
+        .get(code as usize)
+        .map_or_else(|| format!("error code {code}"), |n| (*n).to_string())
+}
+
+impl Connection {
+    /// Connects, sends the preface and our SETTINGS, and waits for the server's SETTINGS.
+    /// Must be called inside a `LocalSet`: the connection's task is spawned there.
+    pub async fn connect(
+        hostport: &str,
+        authority: &str,
+        path: &str,
+        grpc_timeout: &str,
+        timeout: Duration,
+    ) -> Result<Rc<Connection>, String> {
+        let handshake = async {
+            let tcp = TcpStream::connect(hostport)
+                .await
+                .map_err(|e| e.to_string())?;
+            tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+            let mut inner = Inner {
+                closed: None,
+                abandoned: false,
+                next_id: 1,
+                streams: StreamMap::default(),
+                open: 0,
+                max_concurrent: usize::MAX,
+                slot_waiters: VecDeque::new(),
+                blocked: VecDeque::new(),
+                conn_send_window: DEFAULT_WINDOW,
+                peer_initial_window: DEFAULT_WINDOW,
+                peer_max_frame: DEFAULT_MAX_FRAME,
+                conn_recv_unacked: 0,
+                request_blocks: RequestBlocks::new(authority, path, grpc_timeout),
+                hpack_mode: HpackMode::First,
+                segments: VecDeque::new(),
+                out: Vec::with_capacity(64 * 1024),
+                out_pos: 0,
+                task_waker: None,
+                task_notified: false,
+                hpack: loona_hpack::Decoder::new(),
+                partial: None,
+            };
+            inner.out.extend_from_slice(PREFACE);
+            let mut settings = Vec::with_capacity(18);
+            for (id, value) in [(0x2u16, 0u32), (0x4, STREAM_WINDOW), (0x5, MAX_FRAME_SIZE)] {
+                settings.extend_from_slice(&id.to_be_bytes());
+                settings.extend_from_slice(&value.to_be_bytes());
+            }
+            inner.push_frame(SETTINGS, 0, 0, &settings);
+            inner.send_window_update(0, CONNECTION_WINDOW - DEFAULT_WINDOW as u32);
+            let mut io = Io {
+                tcp,
+                rbuf: BytesMut::with_capacity(64 * 1024),
+            };
+            // Write the preface, then read frames until the server's first SETTINGS.
+            poll_fn(|cx| io.poll_write_out(&mut inner, cx))
+                .await
+                .map_err(|e| e.to_string())?;
+            loop {
+                let n = io.read_some().await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err(
+                        "the server closed the connection during the HTTP/2 handshake".to_string(),
+                    );
+                }
+                if io.rbuf.len() >= 9 {
+                    if io.rbuf[3] != SETTINGS || io.rbuf[4] & ACK != 0 {
+                        return Err(
+                            "the server did not start with HTTP/2 SETTINGS (is it a gRPC server?)"
+                                .to_string(),
+                        );
+                    }
+                    let len = (usize::from(io.rbuf[0]) << 16)
+                        | (usize::from(io.rbuf[1]) << 8)
+                        | usize::from(io.rbuf[2]);
+                    if io.rbuf.len() >= 9 + len {
+                        break;
+                    }
+                }
+            }
+            let used = inner
+                .on_frames(&io.rbuf)
+                .map_err(|()| inner.closed.clone().unwrap_or_default())?;
+            let _ = io.rbuf.split_to(used);
+            Ok::<_, String>((inner, io))
+        };
+        let (inner, io) = match tokio::time::timeout(timeout, handshake).await {
+            Ok(r) => r?,
+            Err(_) => return Err(format!("no answer within {timeout:?}")),
+        };
+        let inner = Rc::new(RefCell::new(inner));
+        tokio::task::spawn_local(drive(io, Rc::clone(&inner)));
+        Ok(Rc::new(Connection { inner }))
+    }
+
+    /// Whether new streams can start here (false: closed, failed, GOAWAY, or ids used up).
+    pub fn is_usable(&self) -> bool {
+        self.inner.borrow().closed.is_none()
+    }
+
+    /// Why the connection takes no new streams.
+    pub fn closed_reason(&self) -> Option<String> {
+        self.inner.borrow().closed.clone()
+    }
+
+    /// One exchange: opens a stream (waiting for MAX_CONCURRENT_STREAMS room), sends the request
+    /// (`frame`, a gRPC-framed message) with END_STREAM, and waits for the answer. `body` is a
+    /// buffer the response body is written into (reused across calls by the caller). Dropping
+    /// the future resets the stream.
+    pub async fn exchange(
+        self: &Rc<Self>,
+        frame: Bytes,
+        body: BytesMut,
+    ) -> Result<Response, (StreamError, BytesMut)> {
+        // Wait for room.
+        let opened = poll_fn(|cx| {
+            let mut inner = self.inner.borrow_mut();
+            if let Some(why) = &inner.closed {
+                return Poll::Ready(Err(why.clone()));
+            }
+            if inner.open < inner.max_concurrent {
+                Poll::Ready(Ok(()))
+            } else {
+                inner.slot_waiters.push_back(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+        if let Err(why) = opened {
+            return Err((StreamError::Transport(why), body));
+        }
+        let id = {
+            let mut inner = self.inner.borrow_mut();
+            let inner = &mut *inner;
+            let id = inner.next_id;
+            inner.next_id += 2;
+            if inner.next_id > LAST_STREAM_ID {
+                inner.closed = Some("stream ids used up".to_string());
+            }
+            inner.open += 1;
+            inner.push_request_headers(id, frame.is_empty());
+            let window = inner.peer_initial_window;
+            inner.streams.insert(
+                id,
+                Stream {
+                    waker: None,
+                    head: GrpcHead::default(),
+                    headers_seen: false,
+                    body,
+                    pending: frame,
+                    send_window: window,
+                    recv_unacked: 0,
+                    outcome: None,
+                },
+            );
+            if inner.blocked.is_empty() && inner.send_pending(id) {
+                // sent whole
+            } else {
+                inner.blocked.push_back(id);
+            }
+            inner.notify_task();
+            id
+        };
+        let mut guard = StreamGuard {
+            inner: &self.inner,
+            id,
+            done: false,
+        };
+        poll_fn(|cx| guard.poll_outcome(cx)).await
+    }
+}
+
+/// Resets the stream if the exchange is dropped before its end (a deadline, an abort).
+struct StreamGuard<'a> {
+    inner: &'a Rc<RefCell<Inner>>,
+    id: u32,
+    done: bool,
+}
+
+impl StreamGuard<'_> {
+    fn poll_outcome(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Response, (StreamError, BytesMut)>> {
+        let mut inner = self.inner.borrow_mut();
+        let Some(s) = inner.streams.get_mut(&self.id) else {
+            self.done = true;
+            return Poll::Ready(Err((
+                StreamError::Transport("the stream vanished".into()),
+                BytesMut::new(),
+            )));
+        };
+        if s.outcome.is_none() {
+            match &s.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => s.waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        let s = inner.streams.remove(&self.id).expect("just found");
+        self.done = true;
+        Poll::Ready(match s.outcome.expect("checked") {
+            Ok(()) => Ok(Response {
+                head: s.head,
+                body: s.body,
+            }),
+            Err(e) => Err((e, s.body)),
+        })
+    }
+}
+
+impl Drop for StreamGuard<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut inner = self.inner.borrow_mut();
+        if let Some(s) = inner.streams.remove(&self.id)
+            && s.outcome.is_none()
+        {
+            // (On a connection that already failed the frame is never written: harmless.)
+            inner.blocked.retain(|&b| b != self.id);
+            inner.send_rst(self.id, CANCEL);
+            inner.notify_task();
+            inner.release_slot();
+        }
+    }
+}
+
+/// The socket and the read buffer, owned by the connection task.
+struct Io {
+    tcp: TcpStream,
+    rbuf: BytesMut,
+}
+
+impl Io {
+    /// Reads what is available (at least one byte, or 0 at EOF).
+    async fn read_some(&mut self) -> io::Result<usize> {
+        loop {
+            self.tcp.readable().await?;
+            if self.rbuf.capacity() - self.rbuf.len() < 16 * 1024 {
+                self.rbuf.reserve(64 * 1024);
+            }
+            match self.tcp.try_read_buf(&mut self.rbuf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Writes queued output until done or the socket is full.
+    fn poll_write_out(&mut self, inner: &mut Inner, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let result = if inner.segments.is_empty() {
+                if inner.out_pos == inner.out.len() {
+                    inner.out.clear();
+                    inner.out_pos = 0;
+                    return Poll::Ready(Ok(()));
+                }
+                self.tcp.try_write(&inner.out[inner.out_pos..])
+            } else {
+                let mut slices = [IoSlice::new(&[]); 32];
+                let mut n = 0;
+                for s in inner.segments.iter().take(31) {
+                    slices[n] = IoSlice::new(s);
+                    n += 1;
+                }
+                if inner.segments.len() <= 31 && inner.out_pos < inner.out.len() {
+                    slices[n] = IoSlice::new(&inner.out[inner.out_pos..]);
+                    n += 1;
+                }
+                self.tcp.try_write_vectored(&slices[..n])
+            };
+            match result {
+                Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Ok(mut written) => {
+                    while written > 0 {
+                        if let Some(front) = inner.segments.front_mut() {
+                            if written >= front.len() {
+                                written -= front.len();
+                                inner.segments.pop_front();
+                            } else {
+                                let _ = front.split_to(written);
+                                written = 0;
+                            }
+                        } else {
+                            inner.out_pos += written;
+                            written = 0;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    match self.tcp.poll_write_ready(cx) {
+                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Reads and handles frames until the socket has nothing more. `Ready(Err)` = the
+    /// connection is over (the reason is already recorded).
+    fn poll_read_frames(
+        &mut self,
+        inner: &mut Inner,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), ()>> {
+        loop {
+            if self.rbuf.capacity() - self.rbuf.len() < 16 * 1024 {
+                self.rbuf.reserve(64 * 1024);
+            }
+            match self.tcp.try_read_buf(&mut self.rbuf) {
+                Ok(0) => {
+                    inner.fail_all("the server closed the connection".to_string());
+                    return Poll::Ready(Err(()));
+                }
+                Ok(_) => {
+                    let used = inner.on_frames(&self.rbuf)?;
+                    let _ = self.rbuf.split_to(used);
+                    // A frame larger than what is buffered: make room for all of it.
+                    if self.rbuf.len() >= 9 {
+                        let len = (usize::from(self.rbuf[0]) << 16)
+                            | (usize::from(self.rbuf[1]) << 8)
+                            | usize::from(self.rbuf[2]);
+                        self.rbuf.reserve(9 + len);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    match self.tcp.poll_read_ready(cx) {
+                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Err(e)) => {
+                            inner.fail_all(format!("connection failed: {e}"));
+                            return Poll::Ready(Err(()));
+                        }
+                        Poll::Pending => return Poll::Ready(Ok(())),
+                    }
+                }
+                Err(e) => {
+                    inner.fail_all(format!("connection failed: {e}"));
+                    return Poll::Ready(Err(()));
+                }
+            }
+        }
+    }
+}
+
+/// The connection's task: reads and dispatches frames, writes what the workers queued.
+async fn drive(mut io: Io, inner: Rc<RefCell<Inner>>) {
+    poll_fn(|cx| {
+        let mut guard = inner.borrow_mut();
+        let inner = &mut *guard;
+        inner.task_notified = false;
+        match &inner.task_waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => inner.task_waker = Some(cx.waker().clone()),
+        }
+        if inner.abandoned {
+            return Poll::Ready(());
+        }
+        let read = io.poll_read_frames(inner, cx);
+        // Write also after a failure: a GOAWAY may be queued.
+        let wrote = io.poll_write_out(inner, cx);
+        if let Poll::Ready(Err(e)) = &wrote {
+            inner.fail_all(format!("connection failed: {e}"));
+            return Poll::Ready(());
+        }
+        match read {
+            Poll::Ready(Err(())) => Poll::Ready(()),
+            _ => {
+                // Closed for new streams and nothing left in flight: done.
+                if inner.closed.is_some() && inner.open == 0 && wrote.is_ready() {
+                    return Poll::Ready(());
+                }
+                Poll::Pending
+            }
+        }
+    })
+    .await;
+    let _ = io
+        .tcp
+        .into_std()
+        .map(|s| s.shutdown(std::net::Shutdown::Both));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hpack_integers_follow_rfc7541_examples() {
+        // C.1.1: 10 with a 5-bit prefix; C.1.2: 1337 with a 5-bit prefix.
+        let mut b = Vec::new();
+        hpack_int(&mut b, 0, 5, 10);
+        assert_eq!(b, [10]);
+        b.clear();
+        hpack_int(&mut b, 0, 5, 1337);
+        assert_eq!(b, [31, 154, 10]);
+    }
+
+    fn decode(d: &mut loona_hpack::Decoder<'static>, block: &[u8]) -> Vec<(String, String)> {
+        d.decode(block)
+            .unwrap()
+            .into_iter()
+            .map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn request_blocks_decode_to_the_grpc_headers_and_index_after_the_first() {
+        let blocks = RequestBlocks::new("dn1:9859", "/p/send", "30000m");
+        let mut d = loona_hpack::Decoder::new();
+        let headers = decode(&mut d, &blocks.first);
+        let get = |k: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get(":method"), Some("POST"));
+        assert_eq!(get(":scheme"), Some("http"));
+        assert_eq!(get(":path"), Some("/p/send"));
+        assert_eq!(get(":authority"), Some("dn1:9859"));
+        assert_eq!(get("content-type"), Some("application/grpc"));
+        assert_eq!(get("te"), Some("trailers"));
+        assert_eq!(get("grpc-timeout"), Some("30000m"));
+        assert!(get("user-agent").unwrap().starts_with("loadgen/"));
+        // Later requests name the same fields by index, in the same order, many times over.
+        assert_eq!(blocks.indexed.len(), 8);
+        for _ in 0..3 {
+            assert_eq!(decode(&mut d, &blocks.indexed), headers);
+        }
+        // Without a dynamic table: the same fields, and nothing indexed.
+        let mut fresh = loona_hpack::Decoder::new();
+        assert_eq!(decode(&mut fresh, &blocks.plain), headers);
+        assert!(fresh.decode(&blocks.indexed).is_err());
+    }
+
+    #[test]
+    fn padding_is_removed_or_rejected() {
+        assert_eq!(unpad(0, b"abc"), Some(&b"abc"[..]));
+        assert_eq!(unpad(PADDED, &[2, b'x', 0, 0]), Some(&b"x"[..]));
+        assert_eq!(unpad(PADDED, &[5, b'x']), None);
+        assert_eq!(unpad(PADDED, &[]), None);
+    }
+
+    #[test]
+    fn error_codes_have_names() {
+        assert_eq!(error_code_name(7), "REFUSED_STREAM");
+        assert_eq!(error_code_name(99), "error code 99");
+    }
+}
+
+/// The client against the `h2` crate's server with tight settings: two concurrent streams,
+/// 1,000-byte windows, 16 KiB frames — requests must wait for room and for window updates.
+#[cfg(test)]
+mod against_h2_server {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Server {
+        addr: String,
+        max_seen: Arc<AtomicUsize>,
+    }
+
+    /// Answers each request with its body length as a 4-byte big-endian DATA frame and
+    /// `grpc-status: 0` trailers; a body starting with `s` is answered after 300 ms, one
+    /// starting with `g` makes the server send GOAWAY instead of answering.
+    async fn server() -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let max_seen = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&max_seen);
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut conn = h2::server::Builder::new()
+                .max_concurrent_streams(2)
+                .initial_window_size(1000)
+                .handshake::<_, Bytes>(tcp)
+                .await
+                .unwrap();
+            let open = Arc::new(AtomicUsize::new(0));
+            let (goaway_tx, mut goaway_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+            loop {
+                // The accept loop drives the connection; each request runs on its own task.
+                let (req, mut respond) = tokio::select! {
+                    next = conn.accept() => match next {
+                        Some(Ok(r)) => r,
+                        _ => break,
+                    },
+                    Some(()) = goaway_rx.recv() => {
+                        conn.graceful_shutdown();
+                        continue;
+                    }
+                };
+                let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+                seen.fetch_max(now, Ordering::SeqCst);
+                let open = Arc::clone(&open);
+                let goaway = goaway_tx.clone();
+                tokio::spawn(async move {
+                    let mut body = req.into_body();
+                    let mut got = Vec::new();
+                    while let Some(chunk) = body.data().await {
+                        let chunk = chunk.unwrap();
+                        let _ = body.flow_control().release_capacity(chunk.len());
+                        got.extend_from_slice(&chunk);
+                    }
+                    if got.first() == Some(&b'g') {
+                        let _ = goaway.send(());
+                        open.fetch_sub(1, Ordering::SeqCst);
+                        return;
+                    }
+                    if got.first() == Some(&b's') {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    let response = http::Response::builder()
+                        .status(200)
+                        .header("content-type", "application/grpc")
+                        .body(())
+                        .unwrap();
+                    if let Ok(mut send) = respond.send_response(response, false) {
+                        let _ = send.send_data(
+                            Bytes::copy_from_slice(&(got.len() as u32).to_be_bytes()),
+                            false,
+                        );
+                        let mut trailers = http::HeaderMap::new();
+                        trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                        let _ = send.send_trailers(trailers);
+                    }
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Server { addr, max_seen }
+    }
+
+    async fn connect(addr: &str) -> Rc<Connection> {
+        Connection::connect(addr, addr, "/t", "1000m", Duration::from_secs(5))
+            .await
+            .unwrap()
+    }
+
+    fn length_of(r: &Response) -> u32 {
+        u32::from_be_bytes(r.body[..4].try_into().unwrap())
+    }
+
+    #[tokio::test]
+    async fn large_requests_wait_for_windows_and_streams_for_room() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let srv = server().await;
+                let conn = connect(&srv.addr).await;
+                let mut calls = Vec::new();
+                for i in 0..12usize {
+                    let c = Rc::clone(&conn);
+                    // 0 B … 220 KiB: many frames, far beyond the 1,000-byte windows.
+                    let body = Bytes::from(vec![b'x'; i * 20 * 1024]);
+                    calls.push(tokio::task::spawn_local(async move {
+                        (i, c.exchange(body, BytesMut::new()).await)
+                    }));
+                }
+                for call in calls {
+                    let (i, r) = call.await.unwrap();
+                    let r = r.map_err(|(e, _)| e).unwrap();
+                    assert_eq!(r.head.http_status, 200);
+                    assert_eq!(r.head.grpc_status, Some(0));
+                    assert_eq!(length_of(&r) as usize, i * 20 * 1024);
+                }
+                assert!(srv.max_seen.load(Ordering::SeqCst) <= 2);
+                assert!(conn.is_usable());
+            })
+            .await;
+    }
+
+    #[tokio::test]
+    async fn a_dropped_call_resets_its_stream_and_the_connection_goes_on() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let srv = server().await;
+                let conn = connect(&srv.addr).await;
+                let slow = conn.exchange(Bytes::from_static(b"slow"), BytesMut::new());
+                assert!(
+                    tokio::time::timeout(Duration::from_millis(50), slow)
+                        .await
+                        .is_err()
+                );
+                for _ in 0..5 {
+                    let r = conn
+                        .exchange(Bytes::from_static(b"fast"), BytesMut::new())
+                        .await
+                        .map_err(|(e, _)| e)
+                        .unwrap();
+                    assert_eq!(length_of(&r), 4);
+                }
+            })
+            .await;
+    }
+
+    #[tokio::test]
+    async fn goaway_closes_the_connection_for_new_streams() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let srv = server().await;
+                let conn = connect(&srv.addr).await;
+                let r = conn
+                    .exchange(Bytes::from_static(b"go away"), BytesMut::new())
+                    .await;
+                assert!(r.is_err(), "the stream was never answered");
+                assert!(!conn.is_usable());
+                assert!(
+                    conn.closed_reason().unwrap().contains("GOAWAY")
+                        || conn.closed_reason().unwrap().contains("closed")
+                );
+                let again = conn
+                    .exchange(Bytes::from_static(b"x"), BytesMut::new())
+                    .await;
+                assert!(matches!(again, Err((StreamError::Transport(_), _))));
+            })
+            .await;
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_not_http2_is_refused_at_connect() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            use tokio::io::AsyncWriteExt;
+            let _ = tcp.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+        });
+        let local = tokio::task::LocalSet::new();
+        let err = local
+            .run_until(Connection::connect(
+                &addr,
+                &addr,
+                "/t",
+                "1000m",
+                Duration::from_secs(5),
+            ))
+            .await
+            .err()
+            .unwrap();
+        assert!(err.contains("SETTINGS") || err.contains("closed"), "{err}");
+    }
+}
