@@ -31,6 +31,7 @@ use std::io::{self, IoSlice};
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -1131,12 +1132,22 @@ impl Io {
             if self.rbuf.capacity() - self.rbuf.len() < 16 * 1024 {
                 self.rbuf.reserve(64 * 1024);
             }
+            let offered = self.rbuf.capacity() - self.rbuf.len();
             match self.tcp.try_read_buf(&mut self.rbuf) {
                 Ok(0) => {
                     inner.fail_all("the server closed the connection".to_string());
                     return Poll::Ready(Err(()));
                 }
-                Ok(_) => {
+                Ok(n) => {
+                    if n < offered {
+                        // A short read drained the socket: drop tokio's readiness now instead of
+                        // learning it from one more read that fails with EAGAIN (about one
+                        // syscall in three on this path). Safe: data arriving later raises a new
+                        // edge, and tokio keeps readiness that is newer than what was read here.
+                        let _ = self.tcp.try_io(Interest::READABLE, || {
+                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                        });
+                    }
                     let used = inner.on_frames(&self.rbuf)?;
                     let _ = self.rbuf.split_to(used);
                     // A frame larger than what is buffered: make room for all of it.
@@ -1431,11 +1442,16 @@ mod against_h2_server {
                     .exchange(Bytes::from_static(b"go away"), BytesMut::new())
                     .await;
                 assert!(r.is_err(), "the stream was never answered");
+                // The stream's reset may come before the GOAWAY: wait for the GOAWAY.
+                for _ in 0..200 {
+                    if !conn.is_usable() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
                 assert!(!conn.is_usable());
-                assert!(
-                    conn.closed_reason().unwrap().contains("GOAWAY")
-                        || conn.closed_reason().unwrap().contains("closed")
-                );
+                let why = conn.closed_reason().unwrap();
+                assert!(why.contains("GOAWAY"), "{why}");
                 let again = conn
                     .exchange(Bytes::from_static(b"x"), BytesMut::new())
                     .await;

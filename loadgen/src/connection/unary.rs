@@ -228,7 +228,8 @@ fn http_to_grpc(status: u16) -> Code {
     }
 }
 
-/// One gRPC-framed message → `into`, with Ozone's required-field check.
+/// One gRPC-framed message merged into `into` (which the caller has cleared), with Ozone's
+/// required-field check.
 fn decode_message(
     mut data: Bytes,
     into: &mut ContainerCommandResponseProto,
@@ -251,7 +252,6 @@ fn decode_message(
     let message = data.slice(..len);
     ContainerCommandResponseProto::check_required(&message)
         .map_err(|e| invalid(format!("{}: {e}", common::codec::INVALID_PROTOBUF)))?;
-    into.clear();
     into.merge(message)
         .map_err(|e| invalid(format!("{}: {e}", common::codec::INVALID_PROTOBUF)))
 }
@@ -282,10 +282,7 @@ mod tests {
         };
         let framed = grpc_frame(&resp);
         assert_eq!(framed[0], 0);
-        let mut into = ContainerCommandResponseProto {
-            message: Some("left over".into()),
-            ..Default::default()
-        };
+        let mut into = ContainerCommandResponseProto::default();
         decode_message(framed, &mut into).unwrap();
         assert_eq!(into, resp);
         assert!(decode_message(Bytes::from_static(&[0, 0, 0]), &mut into).is_err());
