@@ -195,7 +195,7 @@ pub struct CommonArgs {
     pub retry_backoff: Option<crate::retry::RetryPolicy>,
 
     /// Client-side throttle: none, analyzer (HADOOP-14660), sre (Google SRE adaptive throttling,
-    /// K=2, 2 min), aimd (additive-increase/multiplicative-decrease of the send rate).
+    /// --sre-k and --sre-window), aimd (additive-increase/multiplicative-decrease of the send rate).
     #[arg(long, value_name = "KIND", default_value = "none", value_parser = parse_throttle_kind)]
     pub client_throttle: crate::throttle::ThrottleKind,
 
@@ -206,6 +206,16 @@ pub struct CommonArgs {
     /// The analyzer throttle's analysis period (ABFS fs.azure.analysis.period).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub analysis_period: Duration,
+
+    /// The sre throttle's accepts multiplier K (> 0): it rejects locally with
+    /// p = max(0, (requests − K·accepts)/(requests + 1)); lower is more aggressive (Google: 2,
+    /// 1.1 ≈ one rejection per 10 accepts).
+    #[arg(long, value_name = "K", allow_negative_numbers = true, default_value = "2", value_parser = parse_sre_k)]
+    pub sre_k: f64,
+
+    /// The sre throttle's sliding window of requests and accepts (1 s buckets; 1s to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_sre_window)]
+    pub sre_window: Duration,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -238,6 +248,28 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = common::units::parse_duration(s).map_err(|e| e.to_string())?;
     if d.is_zero() {
         return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+fn parse_sre_k(s: &str) -> Result<f64, String> {
+    let k: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(k.is_finite() && k > 0.0) {
+        return Err(format!("{k} is not a number greater than zero"));
+    }
+    Ok(k)
+}
+
+fn parse_sre_window(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    let bucket = crate::throttle::sre::DEFAULT_BUCKET;
+    if d < bucket || d > Duration::from_secs(3600) {
+        return Err(format!(
+            "{d:?} is not between {bucket:?} (the window's bucket) and 1h"
+        ));
     }
     Ok(d)
 }

@@ -30,7 +30,8 @@ use crate::engine::request::{self, Deadline};
 use crate::outcome::{Answer, ErrorKind, Failure};
 use crate::retry::{Pushback, RetryDecision, RetryPolicy, RetryState};
 use crate::throttle::{
-    AnalyzerThrottle, ClientThrottle, Decision, OpKind, Outcome, ThrottleKind, ThrottleScope,
+    AnalyzerThrottle, ClientThrottle, Decision, OpKind, Outcome, SreConfig, SreThrottle,
+    ThrottleKind, ThrottleScope,
 };
 use crate::workload::Workload;
 use bytes::Bytes;
@@ -215,8 +216,8 @@ pub async fn request(
     }
 }
 
-/// The resolved `--retry`, `--retry-backoff`, `--client-throttle`, `--throttle-scope` and
-/// `--analysis-period` flags.
+/// The resolved `--retry`, `--retry-backoff`, `--client-throttle`, `--throttle-scope`,
+/// `--analysis-period`, `--sre-k` and `--sre-window` flags.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResilienceConfig {
     pub retry: RetryPolicy,
@@ -224,6 +225,8 @@ pub struct ResilienceConfig {
     pub scope: ThrottleScope,
     /// The analyzer's analysis period (ABFS `fs.azure.analysis.period`).
     pub analysis_period: Duration,
+    /// The sre throttle's settings (K and window from the flags).
+    pub sre: SreConfig,
 }
 
 impl Default for ResilienceConfig {
@@ -233,6 +236,7 @@ impl Default for ResilienceConfig {
             throttle: ThrottleKind::None,
             scope: ThrottleScope::Connection,
             analysis_period: crate::throttle::analyzer::DEFAULT_ANALYSIS_PERIOD,
+            sre: SreConfig::default(),
         }
     }
 }
@@ -255,6 +259,11 @@ impl ResilienceConfig {
             throttle: c.client_throttle,
             scope: c.throttle_scope,
             analysis_period: c.analysis_period,
+            sre: SreConfig {
+                k: c.sre_k,
+                window: c.sre_window,
+                ..SreConfig::default()
+            },
         };
         if c.stream_mode == crate::cli::StreamMode::Persistent && config.active() {
             return Err(crate::UsageError(
@@ -273,6 +282,7 @@ impl ResilienceConfig {
     pub fn build_throttle(&self, seed: u64) -> Arc<dyn ClientThrottle> {
         match self.throttle {
             ThrottleKind::Analyzer => Arc::new(AnalyzerThrottle::new(self.analysis_period)),
+            ThrottleKind::Sre => Arc::new(SreThrottle::new(self.sre, seed)),
             kind => kind.build(seed),
         }
     }
@@ -328,6 +338,42 @@ mod tests {
         assert_eq!(op_of(65536, 0), (OpKind::Write, 65536));
         assert_eq!(op_of(0, 4096), (OpKind::Read, 4096));
         assert_eq!(op_of(0, 0), (OpKind::Other, 0));
+    }
+
+    #[test]
+    fn sre_flags_reach_the_built_throttle() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["loadgen", "echo", "--client-throttle", "sre"];
+            argv.extend_from_slice(extra);
+            match crate::cli::Cli::try_parse_from(argv)
+                .expect("valid flags")
+                .command
+            {
+                crate::cli::Command::Echo(e) => ResilienceConfig::from_args(&e.common).unwrap(),
+                _ => unreachable!(),
+            }
+        };
+        let defaults = parse(&[]);
+        assert_eq!(defaults.sre, SreConfig::default());
+        let c = parse(&["--sre-k", "0.5", "--sre-window", "10s"]);
+        assert_eq!(c.sre.k, 0.5);
+        assert_eq!(c.sre.window, Duration::from_secs(10));
+        // Every sent attempt accepted: with K = 2 p stays 0; with K = 0.5 it is > 0.
+        let rejections = |config: &ResilienceConfig| {
+            let t = config.build_throttle(7);
+            let now = Instant::now();
+            for _ in 0..100 {
+                if t.before_send(OpKind::Write, 1, now) == Decision::Proceed {
+                    t.on_result(OpKind::Write, 1, Outcome::Success, now);
+                }
+            }
+            (0..20)
+                .filter(|_| t.before_send(OpKind::Write, 1, now) == Decision::RejectLocally)
+                .count()
+        };
+        assert_eq!(rejections(&defaults), 0);
+        assert!(rejections(&c) > 0);
     }
 
     #[test]

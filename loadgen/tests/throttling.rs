@@ -184,3 +184,25 @@ fn pushback_replaces_the_backoff_and_latency_counts_from_the_first_attempt() {
         s.results.corrected.max_ms()
     );
 }
+
+#[test]
+fn bad_sre_flags_exit_2_with_one_line_naming_the_flag() {
+    for (args, flag) in [
+        (vec!["echo", "--sre-k", "0"], "--sre-k"),
+        (vec!["echo", "--sre-k", "-1"], "--sre-k"),
+        (vec!["echo", "--sre-k", "two"], "--sre-k"),
+        (vec!["echo", "--sre-k", "inf"], "--sre-k"),
+        (vec!["echo", "--sre-window", "500ms"], "--sre-window"),
+        (vec!["echo", "--sre-window", "2h"], "--sre-window"),
+        (vec!["echo", "--sre-window", "soon"], "--sre-window"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    }
+}
