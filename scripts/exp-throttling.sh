@@ -25,6 +25,9 @@
 #                        --retry-backoff of every configuration (the throttle comes on top)
 #   PERIOD=6s / 1s       the analyzer's --analysis-period
 #   SRE_K=2, SRE_WINDOW=2m   the sre throttle's --sre-k and --sre-window
+#   AIMD_INCREASE=40, AIMD_DECREASE=0.7    the aimd throttle's --aimd-increase and --aimd-decrease
+#                            (loadgen's default increase, 500 ops/s per s, is far above a process's
+#                            fair share here, ~40 writes/s: it overshoots every ~100 ms)
 #   THROTTLES="none analyzer sre aimd"   the configurations compared (none first: the baseline)
 #   REPEAT=1             runs per configuration, interleaved (none, analyzer, sre, aimd, none, …)
 #   WARMUP_S=5 / 1       seconds skipped at the start of each run for the goodput statistics
@@ -58,6 +61,8 @@ LIMIT_MB="${LIMIT_MB:-20}"
 PROCS="${PROCS:-4}"
 SRE_K="${SRE_K:-2}"
 SRE_WINDOW="${SRE_WINDOW:-2m}"
+AIMD_INCREASE="${AIMD_INCREASE:-40}"
+AIMD_DECREASE="${AIMD_DECREASE:-0.7}"
 REPEAT="${REPEAT:-1}"
 NAME="${NAME:-exp-throttling}"
 read -r -a THROTTLES <<<"${THROTTLES:-none analyzer sre aimd}"
@@ -84,7 +89,7 @@ else
     PERIOD="${PERIOD:-6s}"
     OUTDIR="${OUTDIR:-results}"
 fi
-export RETRY LIMIT_BURST PERIOD SCOPE THREADS CLIENTS PAYLOAD_KB SRE_K SRE_WINDOW
+export RETRY LIMIT_BURST PERIOD SCOPE THREADS CLIENTS PAYLOAD_KB SRE_K SRE_WINDOW AIMD_INCREASE AIMD_DECREASE
 
 # Always build what is run (a no-op when up to date), so a stale binary never answers: the full
 # run measures the release build, --quick the debug build the tests use.
@@ -128,6 +133,7 @@ for rep in $(seq "$REPEAT"); do
                 -n "$REQUESTS" -t "$THREADS" --clients "$CLIENTS" --fail-at-end \
                 --retry-backoff "$RETRY" --client-throttle "$th" --throttle-scope "$SCOPE" \
                 --analysis-period "$PERIOD" --sre-k "$SRE_K" --sre-window "$SRE_WINDOW" \
+                --aimd-increase "$AIMD_INCREASE" --aimd-decrease "$AIMD_DECREASE" \
                 --format json --output "$OUT/$th-r$rep-$p.json" >/dev/null 2>"$OUT/$th-r$rep-$p.log" &
             pids+=($!)
         done
@@ -203,7 +209,7 @@ with open(env["CSV"], "w") as f:
 print(f"L = {L:g} MB/s ingress, burst {env['LIMIT_BURST']}; {procs} loadgen processes x -t {env['THREADS']} "
       f"--clients {env['CLIENTS']} (throttle scope {env['SCOPE']}) x {requests} x {KB} KB echo writes "
       f"({procs * requests * KB / 1024:g} MB); retry {env['RETRY']}; analyzer period {env['PERIOD']}; "
-      f"sre K {env['SRE_K']}, window {env['SRE_WINDOW']}; warm-up {warm} s skipped; {repeat} run(s) each\n")
+      f"sre K {env['SRE_K']}, window {env['SRE_WINDOW']}; aimd +{env['AIMD_INCREASE']} ops/s per s, x{env['AIMD_DECREASE']}; warm-up {warm} s skipped; {repeat} run(s) each\n")
 print("| throttle | run | job time (s) | aggregate goodput mean (MB/s) | sd (MB/s) | p10–p90 (MB/s) | goodput / L (%) | rejections per MB | retries per MB | locally throttled (attempts) | failed requests | locally rejected requests |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in runs:

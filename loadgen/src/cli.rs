@@ -216,6 +216,15 @@ pub struct CommonArgs {
     /// The sre throttle's sliding window of requests and accepts (1 s buckets; 1s to 1h).
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_sre_window)]
     pub sre_window: Duration,
+
+    /// The aimd throttle's additive increase, in ops/s gained per second of successes while the
+    /// rate binds (applied in 100 ms steps).
+    #[arg(long, value_name = "OPS_PER_S", default_value = "500", value_parser = parse_aimd_increase)]
+    pub aimd_increase: f64,
+
+    /// The aimd throttle's multiplicative decrease on a rejection (at most every 100 ms), in (0, 1).
+    #[arg(long, value_name = "FACTOR", allow_negative_numbers = true, default_value = "0.7", value_parser = parse_aimd_decrease)]
+    pub aimd_decrease: f64,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -261,6 +270,28 @@ fn parse_sre_k(s: &str) -> Result<f64, String> {
         return Err(format!("{k} is not a number greater than zero"));
     }
     Ok(k)
+}
+
+fn parse_aimd_increase(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{v} is not a rate greater than zero"));
+    }
+    Ok(v)
+}
+
+fn parse_aimd_decrease(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(v > 0.0 && v < 1.0) {
+        return Err(format!("{v} is not a factor between 0 and 1 (exclusive)"));
+    }
+    Ok(v)
 }
 
 fn parse_sre_window(s: &str) -> Result<Duration, String> {

@@ -30,8 +30,8 @@ use crate::engine::request::{self, Deadline};
 use crate::outcome::{Answer, ErrorKind, Failure};
 use crate::retry::{Pushback, RetryDecision, RetryPolicy, RetryState};
 use crate::throttle::{
-    AnalyzerThrottle, ClientThrottle, Decision, OpKind, Outcome, SreConfig, SreThrottle,
-    ThrottleKind, ThrottleScope,
+    AimdConfig, AimdThrottle, AnalyzerThrottle, ClientThrottle, Decision, OpKind, Outcome,
+    SreConfig, SreThrottle, ThrottleKind, ThrottleScope,
 };
 use crate::workload::Workload;
 use bytes::Bytes;
@@ -227,6 +227,8 @@ pub struct ResilienceConfig {
     pub analysis_period: Duration,
     /// The sre throttle's settings (K and window from the flags).
     pub sre: SreConfig,
+    /// The aimd throttle's settings (increase and decrease from the flags).
+    pub aimd: AimdConfig,
 }
 
 impl Default for ResilienceConfig {
@@ -237,6 +239,7 @@ impl Default for ResilienceConfig {
             scope: ThrottleScope::Connection,
             analysis_period: crate::throttle::analyzer::DEFAULT_ANALYSIS_PERIOD,
             sre: SreConfig::default(),
+            aimd: AimdConfig::ops(),
         }
     }
 }
@@ -264,6 +267,15 @@ impl ResilienceConfig {
                 window: c.sre_window,
                 ..SreConfig::default()
             },
+            aimd: {
+                let ops = AimdConfig::ops();
+                AimdConfig {
+                    // The flag is per second; the rate grows in steps of increase_interval.
+                    increase: c.aimd_increase * ops.increase_interval.as_secs_f64(),
+                    decrease_factor: c.aimd_decrease,
+                    ..ops
+                }
+            },
         };
         if c.stream_mode == crate::cli::StreamMode::Persistent && config.active() {
             return Err(crate::UsageError(
@@ -283,6 +295,7 @@ impl ResilienceConfig {
         match self.throttle {
             ThrottleKind::Analyzer => Arc::new(AnalyzerThrottle::new(self.analysis_period)),
             ThrottleKind::Sre => Arc::new(SreThrottle::new(self.sre, seed)),
+            ThrottleKind::Aimd => Arc::new(AimdThrottle::new(self.aimd)),
             kind => kind.build(seed),
         }
     }
@@ -374,6 +387,46 @@ mod tests {
         };
         assert_eq!(rejections(&defaults), 0);
         assert!(rejections(&c) > 0);
+    }
+
+    #[test]
+    fn aimd_flags_reach_the_built_throttle() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["loadgen", "echo", "--client-throttle", "aimd"];
+            argv.extend_from_slice(extra);
+            match crate::cli::Cli::try_parse_from(argv)
+                .expect("valid flags")
+                .command
+            {
+                crate::cli::Command::Echo(e) => ResilienceConfig::from_args(&e.common).unwrap(),
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(parse(&[]).aimd, AimdConfig::ops());
+        let c = parse(&["--aimd-increase", "20", "--aimd-decrease", "0.5"]);
+        assert!((c.aimd.increase - 2.0).abs() < 1e-9, "20/s in 100 ms steps");
+        assert_eq!(c.aimd.decrease_factor, 0.5);
+        // A rejection halves the paced rate: the gap between sends doubles.
+        let t = c.build_throttle(1);
+        let t0 = Instant::now();
+        let gap = |t: &Arc<dyn ClientThrottle>, at: Instant| {
+            let _ = t.before_send(OpKind::Write, 1, at);
+            match t.before_send(OpKind::Write, 1, at) {
+                Decision::Sleep(d) => d,
+                other => panic!("{other:?}"),
+            }
+        };
+        let before = gap(&t, t0);
+        t.on_result(
+            OpKind::Write,
+            1,
+            Outcome::Throttled,
+            t0 + Duration::from_secs(1),
+        );
+        let after = gap(&t, t0 + Duration::from_secs(2));
+        let ratio = after.as_secs_f64() / before.as_secs_f64();
+        assert!((ratio - 2.0).abs() < 0.05, "{before:?} -> {after:?}");
     }
 
     #[test]

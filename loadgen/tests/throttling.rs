@@ -186,7 +186,7 @@ fn pushback_replaces_the_backoff_and_latency_counts_from_the_first_attempt() {
 }
 
 #[test]
-fn bad_sre_flags_exit_2_with_one_line_naming_the_flag() {
+fn bad_sre_and_aimd_flags_exit_2_with_one_line_naming_the_flag() {
     for (args, flag) in [
         (vec!["echo", "--sre-k", "0"], "--sre-k"),
         (vec!["echo", "--sre-k", "-1"], "--sre-k"),
@@ -195,6 +195,10 @@ fn bad_sre_flags_exit_2_with_one_line_naming_the_flag() {
         (vec!["echo", "--sre-window", "500ms"], "--sre-window"),
         (vec!["echo", "--sre-window", "2h"], "--sre-window"),
         (vec!["echo", "--sre-window", "soon"], "--sre-window"),
+        (vec!["echo", "--aimd-increase", "0"], "--aimd-increase"),
+        (vec!["echo", "--aimd-increase", "fast"], "--aimd-increase"),
+        (vec!["echo", "--aimd-decrease", "1"], "--aimd-decrease"),
+        (vec!["echo", "--aimd-decrease", "-0.5"], "--aimd-decrease"),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
             .args(&args)
