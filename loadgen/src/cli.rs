@@ -261,26 +261,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-fn parse_sre_k(s: &str) -> Result<f64, String> {
-    let k: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number"))?;
-    if !(k.is_finite() && k > 0.0) {
-        return Err(format!("{k} is not a number greater than zero"));
-    }
-    Ok(k)
-}
-
-fn parse_aimd_increase(s: &str) -> Result<f64, String> {
+/// A finite number greater than zero.
+fn parse_positive(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()
         .map_err(|_| format!("'{s}' is not a number"))?;
     if !(v.is_finite() && v > 0.0) {
-        return Err(format!("{v} is not a rate greater than zero"));
+        return Err(format!("{v} is not a number greater than zero"));
     }
     Ok(v)
+}
+
+fn parse_sre_k(s: &str) -> Result<f64, String> {
+    parse_positive(s)
+}
+
+fn parse_aimd_increase(s: &str) -> Result<f64, String> {
+    parse_positive(s)
 }
 
 fn parse_aimd_decrease(s: &str) -> Result<f64, String> {

@@ -353,20 +353,23 @@ mod tests {
         assert_eq!(op_of(0, 0), (OpKind::Other, 0));
     }
 
+    /// The resilience settings of `loadgen echo --client-throttle KIND EXTRA...`.
+    fn config_of(kind: &str, extra: &[&str]) -> ResilienceConfig {
+        use clap::Parser;
+        let mut argv = vec!["loadgen", "echo", "--client-throttle", kind];
+        argv.extend_from_slice(extra);
+        match crate::cli::Cli::try_parse_from(argv)
+            .expect("valid flags")
+            .command
+        {
+            crate::cli::Command::Echo(e) => ResilienceConfig::from_args(&e.common).unwrap(),
+            _ => unreachable!(),
+        }
+    }
+
     #[test]
     fn sre_flags_reach_the_built_throttle() {
-        use clap::Parser;
-        let parse = |extra: &[&str]| {
-            let mut argv = vec!["loadgen", "echo", "--client-throttle", "sre"];
-            argv.extend_from_slice(extra);
-            match crate::cli::Cli::try_parse_from(argv)
-                .expect("valid flags")
-                .command
-            {
-                crate::cli::Command::Echo(e) => ResilienceConfig::from_args(&e.common).unwrap(),
-                _ => unreachable!(),
-            }
-        };
+        let parse = |extra: &[&str]| config_of("sre", extra);
         let defaults = parse(&[]);
         assert_eq!(defaults.sre, SreConfig::default());
         let c = parse(&["--sre-k", "0.5", "--sre-window", "10s"]);
@@ -391,18 +394,7 @@ mod tests {
 
     #[test]
     fn aimd_flags_reach_the_built_throttle() {
-        use clap::Parser;
-        let parse = |extra: &[&str]| {
-            let mut argv = vec!["loadgen", "echo", "--client-throttle", "aimd"];
-            argv.extend_from_slice(extra);
-            match crate::cli::Cli::try_parse_from(argv)
-                .expect("valid flags")
-                .command
-            {
-                crate::cli::Command::Echo(e) => ResilienceConfig::from_args(&e.common).unwrap(),
-                _ => unreachable!(),
-            }
-        };
+        let parse = |extra: &[&str]| config_of("aimd", extra);
         assert_eq!(parse(&[]).aimd, AimdConfig::ops());
         let c = parse(&["--aimd-increase", "20", "--aimd-decrease", "0.5"]);
         assert!((c.aimd.increase - 2.0).abs() < 1e-9, "20/s in 100 ms steps");
