@@ -194,6 +194,11 @@ fn frame_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32)
     out.extend_from_slice(&(stream & LAST_STREAM_ID).to_be_bytes());
 }
 
+/// The payload length of the frame whose 9-byte header starts `header`.
+fn frame_len(header: &[u8]) -> usize {
+    (usize::from(header[0]) << 16) | (usize::from(header[1]) << 8) | usize::from(header[2])
+}
+
 /// An HPACK integer with an `n`-bit prefix (RFC 7541 §5.1), `first` holding the pattern bits.
 fn hpack_int(out: &mut Vec<u8>, first: u8, n: u32, mut value: usize) {
     let max = (1usize << n) - 1;
@@ -464,7 +469,7 @@ impl Inner {
         let mut used = 0;
         while buf.len() - used >= 9 {
             let h = &buf[used..used + 9];
-            let len = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
+            let len = frame_len(h);
             if len > MAX_FRAME_SIZE as usize {
                 self.protocol_error(&format!("a frame of {len} bytes (limit {MAX_FRAME_SIZE})"));
                 return Err(());
@@ -889,9 +894,7 @@ impl Connection {
                                 .to_string(),
                         );
                     }
-                    let len = (usize::from(io.rbuf[0]) << 16)
-                        | (usize::from(io.rbuf[1]) << 8)
-                        | usize::from(io.rbuf[2]);
+                    let len = frame_len(&io.rbuf);
                     if io.rbuf.len() >= 9 + len {
                         break;
                     }
@@ -1152,9 +1155,7 @@ impl Io {
                     let _ = self.rbuf.split_to(used);
                     // A frame larger than what is buffered: make room for all of it.
                     if self.rbuf.len() >= 9 {
-                        let len = (usize::from(self.rbuf[0]) << 16)
-                            | (usize::from(self.rbuf[1]) << 8)
-                            | usize::from(self.rbuf[2]);
+                        let len = frame_len(&self.rbuf);
                         self.rbuf.reserve(9 + len);
                     }
                 }
