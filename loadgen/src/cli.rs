@@ -184,6 +184,39 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub embedded_threads: u32,
 
+    #[command(flatten)]
+    pub resilience: ResilienceArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EchoArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
+
+    /// Request payload in KB (1 KB = 1024 bytes); the DataNode ignores it.
+    #[arg(long, allow_negative_numbers = true, default_value = "0", value_name = "KB", value_parser = parse_payload_kb)]
+    pub payload_req: u64,
+
+    /// Response payload in KB (1 KB = 1024 bytes), sent as payloadSizeResp.
+    #[arg(long, allow_negative_numbers = true, default_value = "0", value_name = "KB", value_parser = parse_payload_kb)]
+    pub payload_resp: u64,
+
+    /// Milliseconds the DataNode sleeps on its handler before answering (sleepTimeMs).
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..))]
+    pub sleep_time_ms: i32,
+
+    /// Send read-only echoes. A non-read-only echo runs the DataNode's write-path checks and must
+    /// be asked for explicitly (--read-only=false).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub read_only: bool,
+}
+
+/// Retries and client-side throttling (issue #6), shared by `echo`, `write` and `read`.
+#[derive(Args, Debug, Clone)]
+pub struct ResilienceArgs {
     /// Retry a request up to N times after a retryable failure (UNAVAILABLE/RESOURCE_EXHAUSTED,
     /// deadline, transport) [default: 0, or the --retry-backoff spec's retries= when given].
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=10_000))]
@@ -217,40 +250,15 @@ pub struct CommonArgs {
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_sre_window)]
     pub sre_window: Duration,
 
-    /// The aimd throttle's additive increase, in ops/s gained per second of successes while the
-    /// rate binds (applied in 100 ms steps).
-    #[arg(long, value_name = "OPS_PER_S", default_value = "500", value_parser = parse_aimd_increase)]
-    pub aimd_increase: f64,
+    /// The aimd throttle's additive increase per second of successes while the rate binds
+    /// (applied in 100 ms steps): echo paces requests, +500 ops/s per s by default; write and
+    /// read pace data, +40 MB/s per s by default.
+    #[arg(long, value_name = "RATE_PER_S", value_parser = parse_aimd_increase)]
+    pub aimd_increase: Option<f64>,
 
     /// The aimd throttle's multiplicative decrease on a rejection (at most every 100 ms), in (0, 1).
     #[arg(long, value_name = "FACTOR", allow_negative_numbers = true, default_value = "0.7", value_parser = parse_aimd_decrease)]
     pub aimd_decrease: f64,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct EchoArgs {
-    #[command(flatten)]
-    pub common: CommonArgs,
-
-    #[command(flatten)]
-    pub report: ReportArgs,
-
-    /// Request payload in KB (1 KB = 1024 bytes); the DataNode ignores it.
-    #[arg(long, allow_negative_numbers = true, default_value = "0", value_name = "KB", value_parser = parse_payload_kb)]
-    pub payload_req: u64,
-
-    /// Response payload in KB (1 KB = 1024 bytes), sent as payloadSizeResp.
-    #[arg(long, allow_negative_numbers = true, default_value = "0", value_name = "KB", value_parser = parse_payload_kb)]
-    pub payload_resp: u64,
-
-    /// Milliseconds the DataNode sleeps on its handler before answering (sleepTimeMs).
-    #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..))]
-    pub sleep_time_ms: i32,
-
-    /// Send read-only echoes. A non-read-only echo runs the DataNode's write-path checks and must
-    /// be asked for explicitly (--read-only=false).
-    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub read_only: bool,
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

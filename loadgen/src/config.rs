@@ -148,6 +148,15 @@ impl RunConfig {
                 pipeline: c.pipeline as usize,
             },
         };
+        let resilience = crate::resilience::ResilienceConfig::from_args(
+            &c.resilience,
+            crate::throttle::AimdUnit::Ops,
+        );
+        if c.stream_mode == StreamMode::Persistent && resilience.active() {
+            return Err(UsageError(
+                "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
+            ));
+        }
         Ok(RunConfig {
             load: match schedule {
                 Some(s) => Load::Open(Plan::new(s)),
@@ -177,7 +186,7 @@ impl RunConfig {
             datanode_uuid: c.datanode_uuid.clone(),
             container_id: c.container_id,
             workload,
-            resilience: crate::resilience::ResilienceConfig::from_args(c)?,
+            resilience,
         })
     }
 

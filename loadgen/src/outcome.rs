@@ -66,6 +66,16 @@ pub enum Answer {
     LocallyRejected,
 }
 
+impl Answer {
+    /// The failure of a failed answer.
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Answer::Failure(f) => Some(f),
+            Answer::Success { .. } | Answer::LocallyRejected => None,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Failure {
     pub kind: ErrorKind,
@@ -89,7 +99,12 @@ impl Failure {
             Some(source) => format!("{}: {source}", status.message()),
             None => status.message().to_string(),
         };
-        Failure::new(ErrorKind::from_status(status), message)
+        let mut failure = Failure::new(ErrorKind::from_status(status), message);
+        failure.pushback = status
+            .metadata()
+            .get("grpc-retry-pushback-ms")
+            .map(|v| crate::retry::Pushback::parse(v.to_str().unwrap_or("-1")));
+        failure
     }
 }
 
@@ -249,6 +264,28 @@ impl WorkerStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_carries_the_servers_pushback() {
+        let mut status = Status::unavailable("Ingress is over the account limit.");
+        assert_eq!(Failure::from_status(&status).pushback, None);
+        status
+            .metadata_mut()
+            .insert("grpc-retry-pushback-ms", "250".parse().unwrap());
+        assert_eq!(
+            Failure::from_status(&status).pushback,
+            Some(crate::retry::Pushback::RetryAfter(Duration::from_millis(
+                250
+            )))
+        );
+        status
+            .metadata_mut()
+            .insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
+        assert_eq!(
+            Failure::from_status(&status).pushback,
+            Some(crate::retry::Pushback::DontRetry)
+        );
+    }
 
     #[test]
     fn error_kinds_are_told_apart() {

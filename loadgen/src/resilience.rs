@@ -30,8 +30,8 @@ use crate::engine::request::{self, Deadline};
 use crate::outcome::{Answer, ErrorKind, Failure};
 use crate::retry::{Pushback, RetryDecision, RetryPolicy, RetryState};
 use crate::throttle::{
-    AimdConfig, AimdThrottle, AnalyzerThrottle, ClientThrottle, Decision, OpKind, Outcome,
-    SreConfig, SreThrottle, ThrottleKind, ThrottleScope,
+    AimdConfig, AimdThrottle, AimdUnit, AnalyzerThrottle, ClientThrottle, Decision, OpKind,
+    Outcome, SreConfig, SreThrottle, ThrottleKind, ThrottleScope,
 };
 use crate::workload::Workload;
 use bytes::Bytes;
@@ -84,7 +84,7 @@ impl ResilienceCounts {
 
     /// Adds the counts of one request (not `locally_rejected` and `goodput_bytes`, which the
     /// request's end records).
-    fn add_request(&mut self, r: &RequestCounts) {
+    pub fn add_request(&mut self, r: &RequestCounts) {
         self.attempts += r.attempts;
         self.retries += r.retries;
         self.max_retries_per_request = self.max_retries_per_request.max(r.retries);
@@ -158,12 +158,114 @@ pub fn op_of(request_bytes: u64, response_bytes: u64) -> (OpKind, u64) {
 pub struct Resilience {
     pub retry: RetryPolicy,
     pub throttle: Arc<dyn ClientThrottle>,
+    /// The analyzer and byte count of the worker's requests (echo: the same for every request).
     pub op: OpKind,
     pub bytes: u64,
     pub rng: SmallRng,
 }
 
-/// Sends one request with throttling and retries; returns its final answer and its counts.
+/// One request's attempts under the throttle and the retry policy, driven by the caller:
+///
+/// ```text
+/// let mut attempts = Attempts::new(res, op, bytes);
+/// let last = loop {
+///     let answer = if attempts.admit().await { Some(send().await) } else { None };
+///     if !attempts.again(answer.as_ref().map(|a| a.failure())).await { break answer; }
+/// };
+/// ```
+///
+/// (A loop in the caller rather than a closure taking `send`: an async closure borrowing the
+/// connection would make the caller's future not `Send`, which spawned tasks need.)
+pub struct Attempts<'a> {
+    res: &'a mut Resilience,
+    op: OpKind,
+    bytes: u64,
+    state: RetryState,
+    counts: RequestCounts,
+}
+
+impl<'a> Attempts<'a> {
+    /// `op` and `bytes` are what the throttle is told about this request.
+    pub fn new(res: &'a mut Resilience, op: OpKind, bytes: u64) -> Self {
+        Attempts {
+            res,
+            op,
+            bytes,
+            state: RetryState::new(),
+            counts: RequestCounts::default(),
+        }
+    }
+
+    /// Asks the throttle before an attempt and sleeps as long as it says: true to send now,
+    /// false if it rejected the attempt locally (then call [`again`](Self::again) with `None`).
+    pub async fn admit(&mut self) -> bool {
+        match self
+            .res
+            .throttle
+            .before_send(self.op, self.bytes, Instant::now())
+        {
+            Decision::RejectLocally => {
+                self.counts.local_rejections += 1;
+                false
+            }
+            decision => {
+                if let Decision::Sleep(d) = decision {
+                    self.counts.throttle_delays += 1;
+                    self.counts.throttle_delay_ms += d.as_millis() as u64;
+                    tokio::time::sleep(d).await;
+                }
+                self.counts.attempts += 1;
+                true
+            }
+        }
+    }
+
+    /// After an attempt: `Some(failure)` is what the sent attempt answered (`Some(None)` a
+    /// success), `None` a local rejection. Tells the throttle, and returns true after sleeping
+    /// the backoff (or the server's pushback) if the request is to be tried again.
+    pub async fn again(&mut self, sent: Option<Option<&Failure>>) -> bool {
+        let pushback = match sent {
+            None => None,
+            Some(failure) => {
+                let (outcome, retryable, pushback) = match failure {
+                    None => (Outcome::Success, false, None),
+                    Some(f) => {
+                        let c = classify(f);
+                        (c.outcome, c.retryable, f.pushback)
+                    }
+                };
+                self.res
+                    .throttle
+                    .on_result(self.op, self.bytes, outcome, Instant::now());
+                if outcome == Outcome::Throttled {
+                    self.counts.rejections += 1;
+                }
+                if !retryable {
+                    return false;
+                }
+                pushback
+            }
+        };
+        match self
+            .state
+            .next(&self.res.retry, pushback, &mut self.res.rng)
+        {
+            RetryDecision::RetryAfter(d) => {
+                self.counts.retries += 1;
+                tokio::time::sleep(d).await;
+                true
+            }
+            RetryDecision::GiveUp(_) => false,
+        }
+    }
+
+    pub fn counts(&self) -> RequestCounts {
+        self.counts
+    }
+}
+
+/// Sends one echo-engine request with throttling and retries; returns its final answer and its
+/// counts.
 pub async fn request(
     client: &mut crate::connection::unary::UnaryClient,
     workload: &dyn Workload,
@@ -171,49 +273,19 @@ pub async fn request(
     deadline: &mut Deadline,
     res: &mut Resilience,
 ) -> (Answer, RequestCounts) {
-    let mut counts = RequestCounts::default();
-    let mut state = RetryState::new();
-    loop {
-        let (answer, pushback) = match res.throttle.before_send(res.op, res.bytes, Instant::now()) {
-            Decision::RejectLocally => {
-                counts.local_rejections += 1;
-                (Answer::LocallyRejected, None)
-            }
-            decision => {
-                if let Decision::Sleep(d) = decision {
-                    counts.throttle_delays += 1;
-                    counts.throttle_delay_ms += d.as_millis() as u64;
-                    tokio::time::sleep(d).await;
-                }
-                counts.attempts += 1;
-                let answer = request::attempt(client, workload, frame.clone(), deadline).await;
-                let (outcome, retryable, pushback) = match &answer {
-                    Answer::Success { .. } => (Outcome::Success, false, None),
-                    Answer::Failure(f) => {
-                        let c = classify(f);
-                        (c.outcome, c.retryable, f.pushback)
-                    }
-                    Answer::LocallyRejected => (Outcome::OtherFailure, false, None),
-                };
-                res.throttle
-                    .on_result(res.op, res.bytes, outcome, Instant::now());
-                if outcome == Outcome::Throttled {
-                    counts.rejections += 1;
-                }
-                if !retryable {
-                    return (answer, counts);
-                }
-                (answer, pushback)
-            }
+    let (op, bytes) = (res.op, res.bytes);
+    let mut attempts = Attempts::new(res, op, bytes);
+    let last = loop {
+        let answer = if attempts.admit().await {
+            Some(request::attempt(client, workload, frame.clone(), deadline).await)
+        } else {
+            None
         };
-        match state.next(&res.retry, pushback, &mut res.rng) {
-            RetryDecision::RetryAfter(d) => {
-                counts.retries += 1;
-                tokio::time::sleep(d).await;
-            }
-            RetryDecision::GiveUp(_) => return (answer, counts),
+        if !attempts.again(answer.as_ref().map(|a| a.failure())).await {
+            break answer;
         }
-    }
+    };
+    (last.unwrap_or(Answer::LocallyRejected), attempts.counts())
 }
 
 /// The resolved `--retry`, `--retry-backoff`, `--client-throttle`, `--throttle-scope`,
@@ -246,8 +318,9 @@ impl Default for ResilienceConfig {
 
 impl ResilienceConfig {
     /// From the flags: `--retry N` bounds the retries; without it, an explicit `--retry-backoff`
-    /// spec's own count applies (`abfs`: 30), and with neither there are no retries.
-    pub fn from_args(c: &crate::cli::CommonArgs) -> Result<Self, crate::UsageError> {
+    /// spec's own count applies (`abfs`: 30), and with neither there are no retries. `unit` is
+    /// what aimd paces: requests (echo) or payload bytes (write, read).
+    pub fn from_args(c: &crate::cli::ResilienceArgs, unit: AimdUnit) -> Self {
         let mut retry = c.retry_backoff.unwrap_or(RetryPolicy::abfs_legacy());
         retry.max_retries = match (c.retry, c.retry_backoff) {
             (Some(n), _) => n,
@@ -257,7 +330,17 @@ impl ResilienceConfig {
         if retry.max_retries == 0 {
             retry = RetryPolicy::none();
         }
-        let config = ResilienceConfig {
+        let aimd = match unit {
+            AimdUnit::Ops => AimdConfig::ops(),
+            AimdUnit::Bytes => AimdConfig::bytes(),
+        };
+        // The flag is per second (ops/s, or MB/s for bytes); the rate grows in steps of
+        // increase_interval.
+        let per_step = |per_s: f64| match unit {
+            AimdUnit::Ops => per_s,
+            AimdUnit::Bytes => per_s * 1048576.0,
+        } * aimd.increase_interval.as_secs_f64();
+        ResilienceConfig {
             retry,
             throttle: c.client_throttle,
             scope: c.throttle_scope,
@@ -267,22 +350,23 @@ impl ResilienceConfig {
                 window: c.sre_window,
                 ..SreConfig::default()
             },
-            aimd: {
-                let ops = AimdConfig::ops();
-                AimdConfig {
-                    // The flag is per second; the rate grows in steps of increase_interval.
-                    increase: c.aimd_increase * ops.increase_interval.as_secs_f64(),
-                    decrease_factor: c.aimd_decrease,
-                    ..ops
-                }
+            aimd: AimdConfig {
+                increase: c.aimd_increase.map_or(aimd.increase, per_step),
+                decrease_factor: c.aimd_decrease,
+                ..aimd
             },
-        };
-        if c.stream_mode == crate::cli::StreamMode::Persistent && config.active() {
-            return Err(crate::UsageError(
-                "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
-            ));
         }
-        Ok(config)
+    }
+
+    /// A worker's settings with a throttle of its own connection's (or the process's).
+    pub fn worker(&self, throttle: Arc<dyn ClientThrottle>, op: OpKind, bytes: u64) -> Resilience {
+        Resilience {
+            retry: self.retry,
+            throttle,
+            op,
+            bytes,
+            rng: rand::SeedableRng::seed_from_u64(fresh_seed()),
+        }
     }
 
     /// Whether requests go through [`request`] (retries or a throttle).
@@ -362,7 +446,9 @@ mod tests {
             .expect("valid flags")
             .command
         {
-            crate::cli::Command::Echo(e) => ResilienceConfig::from_args(&e.common).unwrap(),
+            crate::cli::Command::Echo(e) => {
+                ResilienceConfig::from_args(&e.common.resilience, AimdUnit::Ops)
+            }
             _ => unreachable!(),
         }
     }

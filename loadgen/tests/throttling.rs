@@ -10,6 +10,15 @@ use dn_sim::service_limits::{LimitPolicy, LimitRates, Pushback};
 use loadgen::cli::Cli;
 use std::time::Duration;
 
+fn run_block(args: &[&str]) -> loadgen::blockio::BlockSummary {
+    let mut argv = vec!["loadgen"];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(&argv).expect("valid flags");
+    loadgen::blockio::run(&cli.command)
+        .expect("write or read")
+        .expect("the run starts")
+}
+
 fn run(args: &[&str]) -> loadgen::Summary {
     let mut argv = vec!["loadgen"];
     argv.extend_from_slice(args);
@@ -17,13 +26,18 @@ fn run(args: &[&str]) -> loadgen::Summary {
 }
 
 fn limited(ops: f64, pushback: Pushback, faults: &[&str]) -> EmbeddedServer {
-    let mut config = dn_sim::Config::loopback();
-    config.seed = 7;
-    config.shutdown_grace = Duration::from_millis(200);
-    config.limit_rates = LimitRates {
+    let rates = LimitRates {
         ops: Some(ops),
         ..Default::default()
     };
+    limited_by(rates, pushback, faults)
+}
+
+fn limited_by(rates: LimitRates, pushback: Pushback, faults: &[&str]) -> EmbeddedServer {
+    let mut config = dn_sim::Config::loopback();
+    config.seed = 7;
+    config.shutdown_grace = Duration::from_millis(200);
+    config.limit_rates = rates;
     config.limit_policy = LimitPolicy {
         pushback,
         ..LimitPolicy::default()
@@ -211,4 +225,114 @@ fn bad_sre_and_aimd_flags_exit_2_with_one_line_naming_the_flag() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(flag), "{args:?}: {stderr}");
     }
+}
+
+/// `loadgen write --then-read` of 32 × 256 KB against a 4 MB/s ingress limit, with extra flags.
+fn write_through_ingress_limit(extra: &[&str]) -> loadgen::blockio::BlockSummary {
+    let server = limited_by(
+        LimitRates {
+            ingress: Some(4.0 * 1048576.0),
+            ..Default::default()
+        },
+        Pushback::None,
+        &[],
+    );
+    let target = server.local_addr().to_string();
+    let mut args = vec![
+        "write",
+        "--target",
+        &target,
+        "-n",
+        "32",
+        "-t",
+        "4",
+        "--write-size",
+        "256KB",
+        "--chunk-size",
+        "256KB",
+        "--block-size",
+        "1MB",
+        "--then-read",
+    ];
+    args.extend_from_slice(extra);
+    run_block(&args)
+}
+
+/// Every operation (WriteChunk, PutBlock, GetBlock, ReadChunk) succeeded once; every other
+/// attempt was a limit rejection, retried.
+fn assert_block_ops_add_up(s: &loadgen::blockio::BlockSummary) {
+    let r = &s.report;
+    let res = &r.resilience;
+    let ops: u64 = ["WriteChunk", "PutBlock", "GetBlock", "ReadChunk"]
+        .iter()
+        .map(|op| r.ops[*op].count)
+        .sum();
+    assert_eq!(res.attempts, ops + res.rejections, "{}", s.text);
+    assert_eq!(res.retries, res.rejections, "{}", s.text);
+    assert_eq!(res.locally_rejected, 0);
+    let written = r.write.as_ref().unwrap().bytes;
+    assert_eq!(written, 32 * 256 * 1024);
+    assert_eq!(
+        r.read.as_ref().unwrap().bytes_verified,
+        written,
+        "{}",
+        s.text
+    );
+    assert_eq!(res.goodput_bytes, 2 * written, "written and read back");
+}
+
+#[test]
+fn block_writes_retry_through_an_ingress_limit_and_read_back_whole() {
+    let s = write_through_ingress_limit(&[
+        "--retry",
+        "100",
+        "--retry-backoff",
+        "exp:min=20ms,max=100ms,delta=20ms",
+    ]);
+    assert_eq!(s.failures(), 0, "{}", s.text);
+    assert!(s.report.resilience.rejections > 0, "{}", s.text);
+    assert_block_ops_add_up(&s);
+    assert!(s.text.contains("Retries: "), "{}", s.text);
+    assert!(
+        s.report.csv(true).contains(",none,"),
+        "{}",
+        s.report.csv(true)
+    );
+
+    // Without retries the first rejection fails the write.
+    let s = write_through_ingress_limit(&[]);
+    assert!(s.failures() > 0, "{}", s.text);
+    assert!(
+        s.report.errors.contains_key("grpc:UNAVAILABLE"),
+        "{:?}",
+        s.report.errors
+    );
+    assert_eq!(
+        s.report.resilience.attempts, 0,
+        "no retry machinery without the flags"
+    );
+}
+
+#[test]
+fn aimd_paces_block_writes_in_bytes() {
+    let s = write_through_ingress_limit(&[
+        "--retry",
+        "100",
+        "--retry-backoff",
+        "exp:min=20ms,max=100ms,delta=20ms",
+        "--client-throttle",
+        "aimd",
+        "--throttle-scope",
+        "process",
+    ]);
+    assert_eq!(s.failures(), 0, "{}", s.text);
+    assert_block_ops_add_up(&s);
+    // Four writers share one pacer that starts at 64 MB/s: 256 KB chunks get 4 ms slots.
+    assert!(s.report.resilience.throttle_delays > 0, "{}", s.text);
+    assert_eq!(s.report.client_throttle, "aimd");
+    let json: serde_json::Value =
+        serde_json::from_str(&serde_json::to_string(&s.report).expect("a report serializes"))
+            .unwrap();
+    assert_eq!(json["throttle_scope"], "process");
+    assert!(json["resilience"]["throttle_delays"].as_u64().unwrap() > 0);
 }

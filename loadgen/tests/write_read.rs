@@ -393,6 +393,16 @@ fn bad_flags_exit_2_with_one_line_naming_the_flag() {
             vec!["read", "--manifest", "/nonexistent/m.jsonl"],
             "--manifest",
         ),
+        (
+            vec!["write", "--client-throttle", "fast"],
+            "--client-throttle",
+        ),
+        (vec!["read", "--retry", "-1"], "--retry"),
+        (vec!["write", "--aimd-increase", "0"], "--aimd-increase"),
+        (
+            vec!["read", "--throttle-scope", "global"],
+            "--throttle-scope",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
             .args(&args)

@@ -56,6 +56,10 @@ pub struct ConnArgs {
     /// Runtime threads of the embedded dn-sim (only without --target).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub embedded_threads: u32,
+
+    /// Retries and client throttling of each WriteChunk, PutBlock, GetBlock and ReadChunk.
+    #[command(flatten)]
+    pub resilience: crate::cli::ResilienceArgs,
 }
 
 /// What the application and its output stream do (Ozone's client configuration).

@@ -19,6 +19,9 @@ pub mod write;
 use crate::UsageError;
 use crate::cli::{Command, Format};
 use crate::connection::{self, Client};
+use crate::outcome::{ErrorKind, Failure};
+use crate::resilience::{Attempts, Resilience, ResilienceConfig, ResilienceCounts, fresh_seed};
+use crate::throttle::{AimdUnit, ClientThrottle, OpKind, ThrottleScope};
 use common::proto::{
     ContainerCommandRequestProto as Req, ContainerCommandResponseProto as Resp,
     Result as OzoneResult,
@@ -26,6 +29,7 @@ use common::proto::{
 use common::stats::LatencyHistogram;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Operation types, in report order, with their freon-style timer names.
@@ -81,6 +85,8 @@ pub struct Totals {
     pub bytes_read: u64,
     /// Bytes whose checksums were verified and matched.
     pub bytes_verified: u64,
+    /// Attempts, retries and client-throttle decisions of the operations.
+    pub resilience: ResilienceCounts,
 }
 
 impl Totals {
@@ -108,6 +114,7 @@ impl Totals {
         self.chunks_read += other.chunks_read;
         self.bytes_read += other.bytes_read;
         self.bytes_verified += other.bytes_verified;
+        self.resilience.merge(&other.resilience);
     }
 
     pub fn count(&self, op: Op) -> u64 {
@@ -131,31 +138,125 @@ impl Totals {
     }
 }
 
-/// One request, one answer, on a new stream (as Ozone's Java client sends them). The error is the
-/// report's error kind.
-pub(crate) async fn call(client: &mut Client, req: Req, timeout: Duration) -> Result<Resp, String> {
+/// One request, one answer, on a new stream (as Ozone's Java client sends them). A response with
+/// `result != SUCCESS` is a failure of kind `result:NAME`.
+pub(crate) async fn call(
+    client: &mut Client,
+    req: Req,
+    timeout: Duration,
+) -> Result<Resp, Failure> {
     let exchange = async {
         let mut inbound = client
             .send(tokio_stream::once(req))
             .await
-            .map_err(|s| format!("grpc:{}", common::grpc::grpc_code_name(s.code())))?
+            .map_err(|s| Failure::from_status(&s))?
             .into_inner();
         match inbound.message().await {
             Ok(Some(resp)) => Ok(resp),
-            Ok(None) => Err("grpc:NO_RESPONSE".to_string()),
-            Err(s) => Err(format!("grpc:{}", common::grpc::grpc_code_name(s.code()))),
+            Ok(None) => Err(Failure::new(
+                ErrorKind::Grpc(tonic::Code::Internal as i32),
+                "the stream ended without a response",
+            )),
+            Err(s) => Err(Failure::from_status(&s)),
         }
     };
     let resp = tokio::time::timeout(timeout, exchange)
         .await
-        .map_err(|_| "deadline".to_string())??;
+        .map_err(|_| crate::engine::request::deadline_failure(timeout))??;
     if resp.result != OzoneResult::Success as i32 {
-        return Err(match OzoneResult::try_from(resp.result) {
-            Ok(r) => format!("result:{}", r.as_str_name()),
-            Err(_) => format!("result:{}", resp.result),
-        });
+        return Err(Failure::new(
+            ErrorKind::Ozone(resp.result),
+            resp.message.unwrap_or_default(),
+        ));
     }
     Ok(resp)
+}
+
+/// One connection of the run and its client throttle (its own, or the process's with
+/// `--throttle-scope process`). The write and read phases of one run share them.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    pub client: Client,
+    pub throttle: Arc<dyn ClientThrottle>,
+}
+
+/// A worker's way to the DataNode: its connection, the deadline, and with `--retry` or a client
+/// throttle its retry state and throttle.
+pub(crate) struct Caller {
+    client: Client,
+    timeout: Duration,
+    resilience: Option<Resilience>,
+}
+
+impl Caller {
+    pub fn new(conn: &Conn, a: &args::ConnArgs) -> Self {
+        let config = resilience_of(a);
+        Caller {
+            client: conn.client.clone(),
+            timeout: a.timeout,
+            resilience: config
+                .active()
+                .then(|| config.worker(Arc::clone(&conn.throttle), OpKind::Other, 0)),
+        }
+    }
+
+    /// One operation as the report counts it: with retries and the throttle, several attempts.
+    /// `op` and `bytes` are what the throttle is told (data length of WriteChunk and ReadChunk).
+    /// The error is the report's error kind; attempts, retries and throttling go to `t`.
+    pub async fn call(
+        &mut self,
+        req: Req,
+        op: OpKind,
+        bytes: u64,
+        t: &mut Totals,
+    ) -> Result<Resp, String> {
+        let (client, timeout) = (&mut self.client, self.timeout);
+        let answer = match &mut self.resilience {
+            None => call(client, req, timeout).await,
+            Some(res) => {
+                let mut attempts = Attempts::new(res, op, bytes);
+                let last = loop {
+                    // Each attempt sends its own copy: the data is a shared `Bytes`, only the
+                    // small message around it is copied.
+                    let answer = if attempts.admit().await {
+                        Some(call(client, req.clone(), timeout).await)
+                    } else {
+                        None
+                    };
+                    if !attempts
+                        .again(answer.as_ref().map(|a| a.as_ref().err()))
+                        .await
+                    {
+                        break answer;
+                    }
+                };
+                t.resilience.add_request(&attempts.counts());
+                match last {
+                    Some(answer) => answer,
+                    None => {
+                        t.resilience.locally_rejected += 1;
+                        return Err(LOCALLY_REJECTED.to_string());
+                    }
+                }
+            }
+        };
+        match answer {
+            Ok(resp) => {
+                t.resilience.goodput_bytes += bytes;
+                Ok(resp)
+            }
+            Err(f) => Err(f.kind.to_string()),
+        }
+    }
+}
+
+/// The error kind of an operation the client throttle rejected locally (its last attempt never
+/// sent): the output stream cannot go on without it, so it counts as a failure here.
+pub const LOCALLY_REJECTED: &str = "throttle:LOCALLY_REJECTED";
+
+/// The `--retry` and `--client-throttle` settings of `write` and `read`: aimd paces bytes.
+pub(crate) fn resilience_of(a: &args::ConnArgs) -> ResilienceConfig {
+    ResilienceConfig::from_args(&a.resilience, AimdUnit::Bytes)
 }
 
 /// The target: a remote DataNode, or an embedded dn-sim kept alive by the first field.
@@ -210,10 +311,22 @@ pub(crate) fn runtime(conn: &args::ConnArgs) -> Result<tokio::runtime::Runtime, 
         .map_err(|e| UsageError(format!("cannot start the runtime: {e}")))
 }
 
-pub(crate) async fn connect(conn: &args::ConnArgs, uri: &str) -> Result<Vec<Client>, UsageError> {
-    connection::connect(uri, conn.clients as usize, conn.connect_timeout)
+/// The run's connections, each with its client throttle.
+pub(crate) async fn connect(conn: &args::ConnArgs, uri: &str) -> Result<Vec<Conn>, UsageError> {
+    let clients = connection::connect(uri, conn.clients as usize, conn.connect_timeout)
         .await
-        .map_err(|e| UsageError(e.to_string()))
+        .map_err(|e| UsageError(e.to_string()))?;
+    let res = resilience_of(conn);
+    let process = (res.scope == ThrottleScope::Process).then(|| res.build_throttle(fresh_seed()));
+    Ok(clients
+        .into_iter()
+        .map(|client| Conn {
+            client,
+            throttle: process
+                .clone()
+                .unwrap_or_else(|| res.build_throttle(fresh_seed())),
+        })
+        .collect())
 }
 
 /// A finished `write` or `read`.

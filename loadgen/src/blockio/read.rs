@@ -13,9 +13,9 @@
 
 use super::args::{ReadArgs, ReadVersion};
 use super::report::Report;
-use super::{Op, Totals, call};
+use super::{Caller, Conn, Op, Totals};
 use crate::UsageError;
-use crate::connection::Client;
+use crate::throttle::OpKind;
 use common::proto::read_chunk_response_proto::ResponseData;
 use common::proto::{
     BlockData, ChecksumType, ChunkInfo, ContainerCommandRequestProto as Req, DatanodeBlockId,
@@ -47,14 +47,13 @@ struct ReadCtx {
     verify: bool,
     version: ReadVersion,
     datanode_uuid: String,
-    timeout: Duration,
 }
 
 fn same_chunk(a: &ChunkInfo, b: &ChunkInfo) -> bool {
     a.offset == b.offset && a.len == b.len && a.checksum_data == b.checksum_data
 }
 
-async fn read_block(client: &mut Client, ctx: &ReadCtx, block: &Expected, t: &mut Totals) {
+async fn read_block(caller: &mut Caller, ctx: &ReadCtx, block: &Expected, t: &mut Totals) {
     let base = Req {
         container_id: block.id.container_id,
         datanode_uuid: ctx.datanode_uuid.clone(),
@@ -67,7 +66,7 @@ async fn read_block(client: &mut Client, ctx: &ReadCtx, block: &Expected, t: &mu
         ..Default::default()
     });
     let start = Instant::now();
-    let stored = match call(client, get, ctx.timeout).await {
+    let stored = match caller.call(get, OpKind::Other, 0, t).await {
         Ok(resp) => {
             t.record(Op::GetBlock, start.elapsed(), 0);
             resp.get_block.map(|g| g.block_data).unwrap_or_default()
@@ -97,7 +96,7 @@ async fn read_block(client: &mut Client, ctx: &ReadCtx, block: &Expected, t: &mu
                 .then_some(ReadChunkVersion::V1 as i32),
         });
         let start = Instant::now();
-        let resp = match call(client, read, ctx.timeout).await {
+        let resp = match caller.call(read, OpKind::Read, chunk.len, t).await {
             Ok(r) => r,
             Err(e) => {
                 t.error(e);
@@ -138,14 +137,14 @@ async fn read_block(client: &mut Client, ctx: &ReadCtx, block: &Expected, t: &mu
     }
 }
 
-async fn worker(mut client: Client, ctx: Arc<ReadCtx>) -> Totals {
+async fn worker(mut caller: Caller, ctx: Arc<ReadCtx>) -> Totals {
     let mut t = Totals::default();
     loop {
         let i = ctx.next.fetch_add(1, Ordering::Relaxed);
         let Some(block) = ctx.blocks.get(i) else {
             return t;
         };
-        read_block(&mut client, &ctx, block, &mut t).await;
+        read_block(&mut caller, &ctx, block, &mut t).await;
     }
 }
 
@@ -155,7 +154,7 @@ pub(crate) async fn phase(
     blocks: Vec<Expected>,
     verify: bool,
     version: ReadVersion,
-    clients: &[Client],
+    conns: &[Conn],
 ) -> (Totals, Duration) {
     let ctx = Arc::new(ReadCtx {
         blocks,
@@ -163,11 +162,10 @@ pub(crate) async fn phase(
         verify,
         version,
         datanode_uuid: a.datanode_uuid.clone(),
-        timeout: a.timeout,
     });
     let start = Instant::now();
     let tasks: Vec<_> = (0..a.threads as usize)
-        .map(|i| tokio::spawn(worker(clients[i % clients.len()].clone(), ctx.clone())))
+        .map(|i| tokio::spawn(worker(Caller::new(&conns[i % conns.len()], a), ctx.clone())))
         .collect();
     (super::join_workers(tasks).await, start.elapsed())
 }
@@ -196,16 +194,16 @@ pub fn run(a: &ReadArgs) -> Result<super::BlockSummary, UsageError> {
     let target = super::target(&a.conn, true)?;
     let rt = super::runtime(&a.conn)?;
     let (write, read) = rt.block_on(async {
-        let clients = super::connect(&a.conn, &target.uri).await?;
+        let conns = super::connect(&a.conn, &target.uri).await?;
         let (blocks, write) = match expected {
             Some(e) => (e, None),
             None => {
-                let (w, elapsed) = super::write::phase(&a.conn, shape, &clients).await;
+                let (w, elapsed) = super::write::phase(&a.conn, shape, &conns).await;
                 let blocks = w.blocks.iter().map(Expected::of_block).collect();
                 (blocks, Some((w, elapsed)))
             }
         };
-        let read = phase(&a.conn, blocks, a.verify, a.read_version, &clients).await;
+        let read = phase(&a.conn, blocks, a.verify, a.read_version, &conns).await;
         Ok::<_, UsageError>((write, read))
     })?;
     let shape_report = a

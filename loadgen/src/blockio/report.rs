@@ -5,6 +5,7 @@
 use super::args::ConnArgs;
 use super::{Op, Totals};
 use crate::cli::{Format, Percentiles, ReportArgs};
+use crate::resilience::ResilienceCounts;
 use crate::{OutputFile as Output, UsageError};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -74,6 +75,14 @@ pub struct Report {
     pub ops: BTreeMap<String, OpReport>,
     pub errors: BTreeMap<String, u64>,
     pub integrity_errors: u64,
+    /// `--retry-backoff` with the retry count, or "none".
+    pub retry_policy: String,
+    pub client_throttle: String,
+    pub throttle_scope: String,
+    /// Attempts, retries, rejections and client-throttle decisions of every operation.
+    pub resilience: ResilienceCounts,
+    #[serde(skip)]
+    resilience_active: bool,
     #[serde(skip)]
     totals: Totals,
     #[serde(skip)]
@@ -144,6 +153,7 @@ impl Report {
             );
             op_order.push(*op);
         }
+        let res = super::resilience_of(conn);
         Self {
             command: command.to_string(),
             target: target.to_string(),
@@ -156,6 +166,11 @@ impl Report {
             ops,
             errors: totals.errors.clone(),
             integrity_errors: totals.integrity_errors(),
+            retry_policy: res.retry.to_string(),
+            client_throttle: res.throttle.to_string(),
+            throttle_scope: res.scope.to_string(),
+            resilience: totals.resilience,
+            resilience_active: res.active(),
             totals,
             op_order,
         }
@@ -244,6 +259,26 @@ impl Report {
             .unwrap();
             writeln!(out, "Bytes verified: {}", r.bytes_verified).unwrap();
         }
+        if self.resilience_active {
+            let r = &self.resilience;
+            writeln!(
+                out,
+                "Retries: {} attempts, {} retries (at most {} for one operation), {} rejected by the target; policy {}",
+                r.attempts, r.retries, r.max_retries_per_request, r.rejections, self.retry_policy
+            )
+            .unwrap();
+            writeln!(
+                out,
+                "Client throttle: {} ({} scope), {} attempts delayed ({:.1} s in all), {} rejected locally, {} operations ended locally rejected",
+                self.client_throttle,
+                self.throttle_scope,
+                r.throttle_delays,
+                r.throttle_delay_ms as f64 / 1000.0,
+                r.local_rejections,
+                r.locally_rejected
+            )
+            .unwrap();
+        }
         writeln!(out, "Data-integrity errors: {}", self.integrity_errors).unwrap();
         if self.errors.is_empty() {
             writeln!(out, "Errors: none").unwrap();
@@ -259,7 +294,7 @@ impl Report {
     pub fn csv(&self, header: bool) -> String {
         let mut out = String::new();
         if header {
-            out.push_str("command,threads,write_size_bytes,chunk_size_bytes,bytes_per_checksum,checksum,checksum_mode,write_elapsed_s,writes,write_bytes,write_mb_per_s,writes_per_s,write_chunk_mean_ms,write_chunk_p99_ms,put_block_mean_ms,put_block_p99_ms,read_bytes,bytes_verified,read_mb_per_s,integrity_errors,errors\n");
+            out.push_str("command,threads,write_size_bytes,chunk_size_bytes,bytes_per_checksum,checksum,checksum_mode,write_elapsed_s,writes,write_bytes,write_mb_per_s,writes_per_s,write_chunk_mean_ms,write_chunk_p99_ms,put_block_mean_ms,put_block_p99_ms,read_bytes,bytes_verified,read_mb_per_s,integrity_errors,errors,client_throttle,attempts,retries,rejections,locally_throttled\n");
         }
         let (ws, cs, bpc, ck, mode) = self.shape.as_ref().map_or(
             (
@@ -315,7 +350,7 @@ impl Report {
                 });
         writeln!(
             out,
-            "{},{},{ws},{cs},{bpc},{ck},{mode},{we},{wn},{wb},{wmb},{wps},{},{},{},{},{rb},{rv},{rmb},{},{}",
+            "{},{},{ws},{cs},{bpc},{ck},{mode},{we},{wn},{wb},{wmb},{wps},{},{},{},{},{rb},{rv},{rmb},{},{},{},{},{},{},{}",
             self.command,
             self.threads,
             lat(Op::WriteChunk, None),
@@ -323,7 +358,12 @@ impl Report {
             lat(Op::PutBlock, None),
             lat(Op::PutBlock, Some(99.0)),
             self.integrity_errors,
-            self.failures()
+            self.failures(),
+            self.client_throttle,
+            self.resilience.attempts,
+            self.resilience.retries,
+            self.resilience.rejections,
+            self.resilience.locally_throttled(),
         )
         .unwrap();
         out

@@ -9,9 +9,9 @@
 
 use super::args::{WriteArgs, checksum_name, mode_name};
 use super::report::{Report, ShapeReport};
-use super::{Op, Totals, call};
+use super::{Caller, Conn, Op, Totals};
 use crate::UsageError;
-use crate::connection::Client;
+use crate::throttle::OpKind;
 use crate::workload::block_writer::{BlockOp, BlockWriter, WriteShape};
 use bytes::Bytes;
 use common::checksum::Checksum;
@@ -31,7 +31,6 @@ pub(crate) struct WriteCtx {
     pub source: Bytes,
     pub container_id: i64,
     pub datanode_uuid: String,
-    pub timeout: Duration,
     pub stop: AtomicBool,
     /// Application writes still to start (with -n).
     pub budget: Option<AtomicU64>,
@@ -106,15 +105,20 @@ fn request(ctx: &WriteCtx, op: BlockOp) -> (Op, Req, u64, Option<common::proto::
 
 /// Sends `ops` in order; false after the first failure.
 async fn send_all(
-    client: &mut Client,
+    caller: &mut Caller,
     ctx: &WriteCtx,
     ops: &mut Vec<BlockOp>,
     t: &mut Totals,
 ) -> bool {
     for op in ops.drain(..) {
         let (kind, req, bytes, committed) = request(ctx, op);
+        let throttle_op = match kind {
+            Op::WriteChunk => OpKind::Write,
+            _ => OpKind::Other,
+        };
+        // From the first attempt: retries and throttle delays are part of the latency.
         let start = Instant::now();
-        match call(client, req, ctx.timeout).await {
+        match caller.call(req, throttle_op, bytes, t).await {
             Ok(_) => {
                 t.record(kind, start.elapsed(), bytes);
                 if let Some(b) = committed {
@@ -145,7 +149,7 @@ fn take_write(ctx: &WriteCtx) -> bool {
     }
 }
 
-pub(crate) async fn worker(index: usize, mut client: Client, ctx: Arc<WriteCtx>) -> Totals {
+pub(crate) async fn worker(index: usize, mut caller: Caller, ctx: Arc<WriteCtx>) -> Totals {
     let mut t = Totals::default();
     let base = ctx.run_base | ((index as i64) << 32);
     let mut counter = 0i64;
@@ -163,14 +167,14 @@ pub(crate) async fn worker(index: usize, mut client: Client, ctx: Arc<WriteCtx>)
             counter += 1;
             base + counter
         });
-        if !send_all(&mut client, &ctx, &mut ops, &mut t).await {
+        if !send_all(&mut caller, &ctx, &mut ops, &mut t).await {
             ctx.stop.store(true, Ordering::Relaxed);
             return t;
         }
         t.record(Op::Write, start.elapsed(), write_size);
     }
     writer.close(&mut ops);
-    if !send_all(&mut client, &ctx, &mut ops, &mut t).await {
+    if !send_all(&mut caller, &ctx, &mut ops, &mut t).await {
         ctx.stop.store(true, Ordering::Relaxed);
     }
     t
@@ -187,7 +191,7 @@ pub fn source() -> Bytes {
 pub(crate) async fn phase(
     a: &super::args::ConnArgs,
     shape: WriteShape,
-    clients: &[Client],
+    conns: &[Conn],
 ) -> (Totals, Duration) {
     let number = match (a.number_of_tests, a.duration) {
         (_, Some(_)) => None,
@@ -199,7 +203,6 @@ pub(crate) async fn phase(
         source: source(),
         container_id: a.container_id,
         datanode_uuid: a.datanode_uuid.clone(),
-        timeout: a.timeout,
         stop: AtomicBool::new(false),
         budget: number.map(AtomicU64::new),
         deadline: a.duration.map(|d| Instant::now() + d),
@@ -207,7 +210,10 @@ pub(crate) async fn phase(
     });
     let start = Instant::now();
     let tasks: Vec<_> = (0..a.threads as usize)
-        .map(|i| tokio::spawn(worker(i, clients[i % clients.len()].clone(), ctx.clone())))
+        .map(|i| {
+            let caller = Caller::new(&conns[i % conns.len()], a);
+            tokio::spawn(worker(i, caller, ctx.clone()))
+        })
         .collect();
     (super::join_workers(tasks).await, start.elapsed())
 }
@@ -218,15 +224,15 @@ pub fn run(a: &WriteArgs) -> Result<super::BlockSummary, UsageError> {
     let target = super::target(&a.conn, a.then_read)?;
     let rt = super::runtime(&a.conn)?;
     let (write, write_elapsed, read) = rt.block_on(async {
-        let clients = super::connect(&a.conn, &target.uri).await?;
-        let (write, elapsed) = phase(&a.conn, shape, &clients).await;
+        let conns = super::connect(&a.conn, &target.uri).await?;
+        let (write, elapsed) = phase(&a.conn, shape, &conns).await;
         let read = if a.then_read && write.failures() == 0 {
             let blocks = write
                 .blocks
                 .iter()
                 .map(super::read::Expected::of_block)
                 .collect();
-            Some(super::read::phase(&a.conn, blocks, true, a.read_version, &clients).await)
+            Some(super::read::phase(&a.conn, blocks, true, a.read_version, &conns).await)
         } else {
             None
         };

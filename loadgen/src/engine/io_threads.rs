@@ -12,11 +12,9 @@ use super::{Shared, WorkerContext, per_request, persistent};
 use crate::config::{RunConfig, Streams};
 use crate::connection;
 use crate::engine::recorder::{Flush, Recorder};
-use crate::resilience::{Resilience, fresh_seed, op_of};
+use crate::resilience::{fresh_seed, op_of};
 use crate::throttle::{ClientThrottle, ThrottleScope};
 use crate::workload::Workload;
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -188,13 +186,9 @@ impl ThreadPlan {
                     recorder: Rc::clone(&recorder),
                     timeout: self.config.timeout,
                     fail_at_end: self.config.fail_at_end,
-                    resilience: res.active().then(|| Resilience {
-                        retry: res.retry,
-                        throttle: Arc::clone(&throttles[idx % clients]),
-                        op,
-                        bytes: op_bytes,
-                        rng: SmallRng::seed_from_u64(fresh_seed()),
-                    }),
+                    resilience: res
+                        .active()
+                        .then(|| res.worker(Arc::clone(&throttles[idx % clients]), op, op_bytes)),
                 };
                 let c = idx % clients;
                 match (&conns, self.config.streams) {
