@@ -279,6 +279,15 @@ fn assert_block_ops_add_up(s: &loadgen::blockio::BlockSummary) {
         s.text
     );
     assert_eq!(res.goodput_bytes, 2 * written, "written and read back");
+    // The per-second series hold every byte, in the seconds the phases lasted.
+    let w = r.write.as_ref().unwrap();
+    assert_eq!(w.goodput_series_bytes.iter().sum::<u64>(), written);
+    assert!(w.goodput_series_bytes.len() as f64 <= w.elapsed_s.ceil() + 1.0);
+    let read = r.read.as_ref().unwrap();
+    assert_eq!(
+        read.goodput_series_bytes.iter().sum::<u64>(),
+        read.bytes_read
+    );
 }
 
 #[test]

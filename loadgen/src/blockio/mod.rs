@@ -29,8 +29,8 @@ use common::proto::{
 use common::stats::LatencyHistogram;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Operation types, in report order, with their freon-style timer names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -87,6 +87,8 @@ pub struct Totals {
     pub bytes_verified: u64,
     /// Attempts, retries and client-throttle decisions of the operations.
     pub resilience: ResilienceCounts,
+    /// The phase's goodput per second ([`GoodputSeries`]), set when its workers ended.
+    pub goodput_series: Vec<u64>,
 }
 
 impl Totals {
@@ -115,6 +117,12 @@ impl Totals {
         self.bytes_read += other.bytes_read;
         self.bytes_verified += other.bytes_verified;
         self.resilience.merge(&other.resilience);
+        if self.goodput_series.len() < other.goodput_series.len() {
+            self.goodput_series.resize(other.goodput_series.len(), 0);
+        }
+        for (mine, theirs) in self.goodput_series.iter_mut().zip(&other.goodput_series) {
+            *mine += theirs;
+        }
     }
 
     pub fn count(&self, op: Op) -> u64 {
@@ -180,20 +188,62 @@ pub(crate) struct Conn {
     pub throttle: Arc<dyn ClientThrottle>,
 }
 
+/// Goodput per second of one phase (bytes of successful WriteChunks or ReadChunks, second `k`
+/// counted from the phase's start), shared by its workers. A worker adds its bytes once per
+/// second, not per operation, so the lock is off the request path; memory grows by 8 bytes per
+/// second of the run, whatever the number of workers.
+pub(crate) struct GoodputSeries {
+    started: Instant,
+    seconds: Mutex<Vec<u64>>,
+}
+
+impl GoodputSeries {
+    pub fn start() -> Arc<Self> {
+        Arc::new(GoodputSeries {
+            started: Instant::now(),
+            seconds: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn add(&self, second: usize, bytes: u64) {
+        let mut seconds = self.seconds.lock().unwrap_or_else(PoisonError::into_inner);
+        if seconds.len() <= second {
+            seconds.resize(second + 1, 0);
+        }
+        seconds[second] += bytes;
+    }
+
+    /// The series so far (call after the workers ended).
+    pub fn take(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.seconds.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
 /// A worker's way to the DataNode: its connection, the deadline, and with `--retry` or a client
 /// throttle its retry state and throttle.
 pub(crate) struct Caller {
     client: Client,
     timeout: Duration,
     resilience: Option<Resilience>,
+    series: Arc<GoodputSeries>,
+    /// This second's goodput, not yet added to `series`: (second, bytes).
+    pending: (usize, u64),
+}
+
+impl Drop for Caller {
+    fn drop(&mut self) {
+        self.series.add(self.pending.0, self.pending.1);
+    }
 }
 
 impl Caller {
-    pub fn new(conn: &Conn, a: &args::ConnArgs) -> Self {
+    pub fn new(conn: &Conn, a: &args::ConnArgs, series: &Arc<GoodputSeries>) -> Self {
         let config = resilience_of(a);
         Caller {
             client: conn.client.clone(),
             timeout: a.timeout,
+            series: Arc::clone(series),
+            pending: (0, 0),
             resilience: config
                 .active()
                 .then(|| config.worker(Arc::clone(&conn.throttle), OpKind::Other, 0)),
@@ -243,6 +293,12 @@ impl Caller {
         match answer {
             Ok(resp) => {
                 t.resilience.goodput_bytes += bytes;
+                let second = self.series.started.elapsed().as_secs() as usize;
+                if second != self.pending.0 {
+                    self.series.add(self.pending.0, self.pending.1);
+                    self.pending = (second, 0);
+                }
+                self.pending.1 += bytes;
                 Ok(resp)
             }
             Err(f) => Err(f.kind.to_string()),

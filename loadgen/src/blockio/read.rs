@@ -13,7 +13,7 @@
 
 use super::args::{ReadArgs, ReadVersion};
 use super::report::Report;
-use super::{Caller, Conn, Op, Totals};
+use super::{Caller, Conn, GoodputSeries, Op, Totals};
 use crate::UsageError;
 use crate::throttle::OpKind;
 use common::proto::read_chunk_response_proto::ResponseData;
@@ -164,10 +164,16 @@ pub(crate) async fn phase(
         datanode_uuid: a.datanode_uuid.clone(),
     });
     let start = Instant::now();
+    let series = GoodputSeries::start();
     let tasks: Vec<_> = (0..a.threads as usize)
-        .map(|i| tokio::spawn(worker(Caller::new(&conns[i % conns.len()], a), ctx.clone())))
+        .map(|i| {
+            let caller = Caller::new(&conns[i % conns.len()], a, &series);
+            tokio::spawn(worker(caller, ctx.clone()))
+        })
         .collect();
-    (super::join_workers(tasks).await, start.elapsed())
+    let mut totals = super::join_workers(tasks).await;
+    totals.goodput_series = series.take();
+    (totals, start.elapsed())
 }
 
 pub fn run(a: &ReadArgs) -> Result<super::BlockSummary, UsageError> {

@@ -48,6 +48,9 @@ pub struct WriteReport {
     pub mb_per_s: f64,
     pub writes_per_s: f64,
     pub blocks_committed: u64,
+    /// Bytes of successful WriteChunks in each second from the phase's start (the last second
+    /// partial).
+    pub goodput_series_bytes: Vec<u64>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -59,6 +62,8 @@ pub struct ReadReport {
     pub bytes_verified: u64,
     /// MB = 2^20 bytes.
     pub mb_per_s: f64,
+    /// Bytes of successful ReadChunks in each second from the phase's start.
+    pub goodput_series_bytes: Vec<u64>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -112,6 +117,7 @@ impl Report {
                 mb_per_s: t.bytes(Op::Write) as f64 / MB / secs,
                 writes_per_s: t.count(Op::Write) as f64 / secs,
                 blocks_committed: t.blocks.len() as u64,
+                goodput_series_bytes: t.goodput_series.clone(),
             };
             totals.merge(t);
             (r, secs)
@@ -125,6 +131,7 @@ impl Report {
                 bytes_read: t.bytes_read,
                 bytes_verified: t.bytes_verified,
                 mb_per_s: t.bytes_read as f64 / MB / secs,
+                goodput_series_bytes: t.goodput_series.clone(),
             };
             totals.merge(t);
             (r, secs)

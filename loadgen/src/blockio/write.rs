@@ -9,7 +9,7 @@
 
 use super::args::{WriteArgs, checksum_name, mode_name};
 use super::report::{Report, ShapeReport};
-use super::{Caller, Conn, Op, Totals};
+use super::{Caller, Conn, GoodputSeries, Op, Totals};
 use crate::UsageError;
 use crate::throttle::OpKind;
 use crate::workload::block_writer::{BlockOp, BlockWriter, WriteShape};
@@ -209,13 +209,16 @@ pub(crate) async fn phase(
         run_base: run_base(),
     });
     let start = Instant::now();
+    let series = GoodputSeries::start();
     let tasks: Vec<_> = (0..a.threads as usize)
         .map(|i| {
-            let caller = Caller::new(&conns[i % conns.len()], a);
+            let caller = Caller::new(&conns[i % conns.len()], a, &series);
             tokio::spawn(worker(i, caller, ctx.clone()))
         })
         .collect();
-    (super::join_workers(tasks).await, start.elapsed())
+    let mut totals = super::join_workers(tasks).await;
+    totals.goodput_series = series.take();
+    (totals, start.elapsed())
 }
 
 pub fn run(a: &WriteArgs) -> Result<super::BlockSummary, UsageError> {
