@@ -7,9 +7,12 @@
 #
 #   scripts/exp-throttling.sh [--quick]      (--quick: a smaller job, < 1 minute, no goal checks)
 #
-# "Writing a fixed amount of data": `loadgen write` has no retries or throttles yet, so each process
-# sends `loadgen echo --payload-req KB` requests, -n of them: dn-sim charges each request's encoded
-# size to its ingress bucket, so this is a fixed amount of ingress data per process.
+# "Writing a fixed amount of data", two ways (WORKLOAD):
+#   echo   (default) each process sends -n `loadgen echo --payload-req KB` requests: dn-sim charges
+#          each request's encoded size to its ingress bucket (the committed results use this);
+#   write  each process is `loadgen write` of -n application writes of KB, one WriteChunk each
+#          (CRC32 checksums, a PutBlock every 16 MB), to a dn-sim with the discard store; retries
+#          and the throttle act on every WriteChunk and PutBlock, and aimd paces bytes.
 #
 # Every setting can be overridden from the environment (defaults: full mode / --quick):
 #   LIMIT_MB=20          L, dn-sim --limit-ingress in MB/s (MB = 2^20 bytes, dn-sim's units)
@@ -25,9 +28,11 @@
 #                        --retry-backoff of every configuration (the throttle comes on top)
 #   PERIOD=6s / 1s       the analyzer's --analysis-period
 #   SRE_K=2, SRE_WINDOW=2m   the sre throttle's --sre-k and --sre-window
-#   AIMD_INCREASE=40, AIMD_DECREASE=0.7    the aimd throttle's --aimd-increase and --aimd-decrease
-#                            (loadgen's default increase, 500 ops/s per s, is far above a process's
-#                            fair share here, ~40 writes/s: it overshoots every ~100 ms)
+#   AIMD_INCREASE=40 (echo, ops/s per s) / 5 (write, MB/s per s), AIMD_DECREASE=0.7
+#                        the aimd throttle's --aimd-increase and --aimd-decrease (loadgen's
+#                        default for echo, 500 ops/s per s, is far above a process's fair share
+#                        here, ~40 writes/s = 5 MB/s: it overshoots every ~100 ms)
+#   WORKLOAD=echo        echo or write (above)
 #   THROTTLES="none analyzer sre aimd"   the configurations compared (none first: the baseline)
 #   REPEAT=1             runs per configuration, interleaved (none, analyzer, sre, aimd, none, …)
 #   WARMUP_S=5 / 1       seconds skipped at the start of each run for the goodput statistics
@@ -61,7 +66,15 @@ LIMIT_MB="${LIMIT_MB:-20}"
 PROCS="${PROCS:-4}"
 SRE_K="${SRE_K:-2}"
 SRE_WINDOW="${SRE_WINDOW:-2m}"
-AIMD_INCREASE="${AIMD_INCREASE:-40}"
+WORKLOAD="${WORKLOAD:-echo}"
+case "$WORKLOAD" in
+echo) AIMD_INCREASE="${AIMD_INCREASE:-40}" ;;
+write) AIMD_INCREASE="${AIMD_INCREASE:-5}" ;;
+*)
+    echo "exp-throttling.sh: WORKLOAD must be echo or write, not '$WORKLOAD'" >&2
+    exit 2
+    ;;
+esac
 AIMD_DECREASE="${AIMD_DECREASE:-0.7}"
 REPEAT="${REPEAT:-1}"
 NAME="${NAME:-exp-throttling}"
@@ -89,7 +102,7 @@ else
     PERIOD="${PERIOD:-6s}"
     OUTDIR="${OUTDIR:-results}"
 fi
-export RETRY LIMIT_BURST PERIOD SCOPE THREADS CLIENTS PAYLOAD_KB SRE_K SRE_WINDOW AIMD_INCREASE AIMD_DECREASE
+export RETRY LIMIT_BURST PERIOD SCOPE THREADS CLIENTS PAYLOAD_KB SRE_K SRE_WINDOW AIMD_INCREASE AIMD_DECREASE WORKLOAD
 
 # Always build what is run (a no-op when up to date), so a stale binary never answers: the full
 # run measures the release build, --quick the debug build the tests use.
@@ -111,7 +124,9 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.wall "$OUT"/*.log
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen none \
+store=memory
+if [ "$WORKLOAD" = write ]; then store=discard; fi
+"$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen none --store "$store" \
     --limit-ingress "${LIMIT_MB}MB/s" --limit-burst "$LIMIT_BURST" 2>"$OUT/dn-sim.log" &
 DN=$!
 trap 'kill $DN 2>/dev/null || true' EXIT
@@ -129,8 +144,13 @@ for rep in $(seq "$REPEAT"); do
         start=$(date +%s.%N)
         pids=()
         for p in $(seq "$PROCS"); do
-            "$BIN/loadgen" echo --target "127.0.0.1:$port" --payload-req "$PAYLOAD_KB" \
-                -n "$REQUESTS" -t "$THREADS" --clients "$CLIENTS" --fail-at-end \
+            if [ "$WORKLOAD" = write ]; then
+                what=(write --write-size "${PAYLOAD_KB}KB" --chunk-size "${PAYLOAD_KB}KB")
+            else
+                what=(echo --payload-req "$PAYLOAD_KB" --fail-at-end)
+            fi
+            "$BIN/loadgen" "${what[@]}" --target "127.0.0.1:$port" \
+                -n "$REQUESTS" -t "$THREADS" --clients "$CLIENTS" \
                 --retry-backoff "$RETRY" --client-throttle "$th" --throttle-scope "$SCOPE" \
                 --analysis-period "$PERIOD" --sre-k "$SRE_K" --sre-window "$SRE_WINDOW" \
                 --aimd-increase "$AIMD_INCREASE" --aimd-decrease "$AIMD_DECREASE" \
@@ -153,6 +173,7 @@ m = re.search(r"retries=(\d+)", env["RETRY"])
 max_retries = int(m.group(1)) if m else 30
 MB = 1 << 20
 KB = int(env["PAYLOAD_KB"])
+write = env["WORKLOAD"] == "write"
 runs, series, problems = [], [], []
 
 def mean_sd(xs):
@@ -173,22 +194,41 @@ for rep in range(1, repeat + 1):
         tot = dict(ok=0, fail=0, retries=0, rej=0, thr=0, good=0, lrej=0)
         for f in files:
             j = json.load(open(f))
-            r, t = j["resilience"], j["totals"]
-            n = t["successes"] + t["failures"] + r["locally_rejected"]
-            if n != requests or t["requests"] != requests:
-                problems.append(f"{f}: successes {t['successes']} + failures {t['failures']} + locally rejected {r['locally_rejected']} != {requests}")
-            if r["retries"] > max_retries * requests or r["max_retries_per_request"] > max_retries:
-                problems.append(f"{f}: retries {r['retries']} (max {r['max_retries_per_request']}) over the bound")
-            if r["attempts"] + r["local_rejections"] != requests + r["retries"]:
-                problems.append(f"{f}: attempts do not add up")
-            tot["ok"] += t["successes"]; tot["fail"] += t["failures"]; tot["lrej"] += r["locally_rejected"]
-            tot["retries"] += r["retries"]; tot["rej"] += r["rejections"]; tot["thr"] += r["locally_throttled"]
-            tot["good"] += r["goodput_bytes"]
-            for p in j["series"]:
+            r = j["resilience"]
+            if r["max_retries_per_request"] > max_retries:
+                problems.append(f"{f}: a request took {r['max_retries_per_request']} retries, over the bound")
+            if write:
+                # Every operation (WriteChunk, PutBlock) ends once: a success timed in "ops" or a
+                # failure in "errors" (a failure ends the stream, and the process stops).
+                ok_ops = sum(j["ops"].get(op, {}).get("count", 0) for op in ("WriteChunk", "PutBlock"))
+                fails = sum(j["errors"].values())
+                ops = ok_ops + fails
+                if r["attempts"] + r["local_rejections"] != ops + r["retries"]:
+                    problems.append(f"{f}: attempts {r['attempts']} + local rejections {r['local_rejections']} != operations {ops} + retries {r['retries']}")
+                if fails == 0 and j["write"]["writes"] != requests:
+                    problems.append(f"{f}: {j['write']['writes']} of {requests} writes and no failure")
+                ok = j["write"]["writes"]
+                # Bytes of successful WriteChunks in second k of the process, which started with
+                # the others.
+                points = list(enumerate(j["write"]["goodput_series_bytes"]))
+            else:
+                t = j["totals"]
+                ok, fails, ops = t["successes"], t["failures"], requests
+                n = t["successes"] + t["failures"] + r["locally_rejected"]
+                if n != requests or t["requests"] != requests:
+                    problems.append(f"{f}: successes {t['successes']} + failures {t['failures']} + locally rejected {r['locally_rejected']} != {requests}")
+                if r["attempts"] + r["local_rejections"] != requests + r["retries"]:
+                    problems.append(f"{f}: attempts do not add up")
                 # Points are 1 s report intervals from each process's start (the last one shorter);
                 # the processes start together, so interval k of every process is second k of the job.
-                k = int(p["t_s"] + 1e-3)
-                per_sec[k] = per_sec.get(k, 0) + p.get("goodput_bytes", 0)
+                points = [(int(p["t_s"] + 1e-3), p.get("goodput_bytes", 0)) for p in j["series"]]
+            if r["retries"] > max_retries * ops:
+                problems.append(f"{f}: retries {r['retries']} over the bound")
+            tot["ok"] += ok; tot["fail"] += fails; tot["lrej"] += r["locally_rejected"]
+            tot["retries"] += r["retries"]; tot["rej"] += r["rejections"]; tot["thr"] += r["throttle_delays"] + r["local_rejections"]
+            tot["good"] += r["goodput_bytes"]
+            for k, b in points:
+                per_sec[k] = per_sec.get(k, 0) + b
         job = float(open(f"{out}/{th}-r{rep}.wall").read())
         secs = sorted(per_sec)
         for k in secs:
@@ -207,9 +247,10 @@ with open(env["CSV"], "w") as f:
     for k, th, rep, g in series:
         f.write(f"{k},{th},{rep},{g:.3f}\n")
 print(f"L = {L:g} MB/s ingress, burst {env['LIMIT_BURST']}; {procs} loadgen processes x -t {env['THREADS']} "
-      f"--clients {env['CLIENTS']} (throttle scope {env['SCOPE']}) x {requests} x {KB} KB echo writes "
+      f"--clients {env['CLIENTS']} (throttle scope {env['SCOPE']}) x {requests} x {KB} KB "
+      f"{'WriteChunks (loadgen write)' if write else 'echo writes'} "
       f"({procs * requests * KB / 1024:g} MB); retry {env['RETRY']}; analyzer period {env['PERIOD']}; "
-      f"sre K {env['SRE_K']}, window {env['SRE_WINDOW']}; aimd +{env['AIMD_INCREASE']} ops/s per s, x{env['AIMD_DECREASE']}; warm-up {warm} s skipped; {repeat} run(s) each\n")
+      f"sre K {env['SRE_K']}, window {env['SRE_WINDOW']}; aimd +{env['AIMD_INCREASE']} {'MB/s' if write else 'ops/s'} per s, x{env['AIMD_DECREASE']}; warm-up {warm} s skipped; {repeat} run(s) each\n")
 print("| throttle | run | job time (s) | aggregate goodput mean (MB/s) | sd (MB/s) | p10–p90 (MB/s) | goodput / L (%) | rejections per MB | retries per MB | locally throttled (attempts) | failed requests | locally rejected requests |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in runs:

@@ -27,8 +27,9 @@ scripts/compose-smoke.sh
 echo "== HDDS-15612 experiment, quick (loadgen write against dn-sim, about 35 s)"
 scripts/exp-checksum.sh --quick >/dev/null
 
-echo "== throttling experiment, quick (accounting only, no performance goals; < 1 minute)"
+echo "== throttling experiment, quick (accounting only, no performance goals; < 1 minute each)"
 scripts/exp-throttling.sh --quick
+WORKLOAD=write NAME=exp-throttling-write scripts/exp-throttling.sh --quick
 
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
