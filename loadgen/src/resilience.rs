@@ -199,25 +199,34 @@ impl<'a> Attempts<'a> {
     /// Asks the throttle before an attempt and sleeps as long as it says: true to send now,
     /// false if it rejected the attempt locally (then call [`again`](Self::again) with `None`).
     pub async fn admit(&mut self) -> bool {
-        match self
-            .res
-            .throttle
-            .before_send(self.op, self.bytes, Instant::now())
-        {
-            Decision::RejectLocally => {
-                self.counts.local_rejections += 1;
-                false
-            }
-            decision => {
-                if let Decision::Sleep(d) = decision {
-                    self.counts.throttle_delays += 1;
-                    self.counts.throttle_delay_ms += d.as_millis() as u64;
+        let mut delayed = Duration::ZERO;
+        let admitted = loop {
+            let now = Instant::now();
+            match self.res.throttle.before_send(self.op, self.bytes, now) {
+                Decision::RejectLocally => break false,
+                Decision::Proceed => break true,
+                Decision::Sleep(d) => {
+                    delayed += d;
+                    tokio::time::sleep(d).await;
+                    break true;
+                }
+                // Nothing reserved: ask again after the wait.
+                Decision::Wait(d) => {
+                    delayed += d;
                     tokio::time::sleep(d).await;
                 }
-                self.counts.attempts += 1;
-                true
             }
+        };
+        if !delayed.is_zero() {
+            self.counts.throttle_delays += 1;
+            self.counts.throttle_delay_ms += delayed.as_millis() as u64;
         }
+        if admitted {
+            self.counts.attempts += 1;
+        } else {
+            self.counts.local_rejections += 1;
+        }
+        admitted
     }
 
     /// After an attempt: `Some(failure)` is what the sent attempt answered (`Some(None)` a

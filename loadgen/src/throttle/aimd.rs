@@ -5,6 +5,8 @@
 //! sends to it: each send reserves the next slot on a virtual timeline, `cost / r` after the
 //! previous one, and [`Decision::Sleep`] tells the caller how long to wait for its slot. Slots
 //! left unused are not banked (no burst credit): after an idle spell the next send goes at once.
+//! Slots are reserved at most [`RESERVATION_HORIZON`] ahead; a send beyond it gets
+//! [`Decision::Wait`] and asks again, so a raised rate takes effect within the horizon.
 //!
 //! - **Additive increase**: on a success, if at least `increase_interval` passed since the last
 //!   change and the rate was actually binding (some send had to wait since the last change),
@@ -132,6 +134,14 @@ impl Default for AimdConfig {
     }
 }
 
+/// How far ahead send slots are reserved. A slot is reserved at the rate in force when it is
+/// asked for, and a rate raised later does not move it; without a bound, hundreds of workers
+/// waiting after a deep cut (open loop, a backlog) would hold slots spaced at the floor rate for
+/// minutes after the limit came back (`scripts/exp-metastability.sh`). Beyond the horizon a send
+/// gets [`Decision::Wait`] for a quarter of it and asks again: the pacer still has at least
+/// three quarters of a horizon of reservations ahead, so it never idles for want of them.
+pub const RESERVATION_HORIZON: Duration = Duration::from_secs(1);
+
 #[derive(Debug)]
 struct State {
     rate: f64,
@@ -199,6 +209,12 @@ impl ClientThrottle for AimdThrottle {
         }
         let mut s = self.lock();
         let slot = s.next_send.map_or(now, |t| t.max(now));
+        if slot > now + RESERVATION_HORIZON {
+            // Reservations already reach a horizon ahead: reserve nothing, ask again later, so
+            // that a rate raised meanwhile applies to this send.
+            s.limited = true;
+            return Decision::Wait(RESERVATION_HORIZON / 4);
+        }
         let gap = Duration::try_from_secs_f64(cost / s.rate).unwrap_or(Duration::MAX);
         s.next_send = slot.checked_add(gap).or(s.next_send);
         if slot > now {
@@ -263,6 +279,42 @@ mod tests {
         let t1 = t0 + Duration::from_secs(1);
         assert_eq!(t.before_send(OpKind::Write, 0, t1), Decision::Proceed);
         assert_eq!(t.before_send(OpKind::Write, 0, t1), Decision::Sleep(ms(10)));
+    }
+
+    #[test]
+    fn a_raised_rate_applies_within_the_horizon_whatever_the_backlog() {
+        let t = AimdThrottle::new(AimdConfig {
+            initial_rate: 10.0,
+            increase: 990.0,
+            ..AimdConfig::ops()
+        });
+        let t0 = Instant::now();
+        // 100 senders at once, paced at 10/s: 11 slots fit in the 1 s horizon, 89 wait.
+        let mut waiting = 0;
+        for _ in 0..100 {
+            match t.before_send(OpKind::Write, 0, t0) {
+                Decision::Proceed | Decision::Sleep(_) => {}
+                Decision::Wait(d) => {
+                    assert_eq!(d, RESERVATION_HORIZON / 4);
+                    waiting += 1;
+                }
+                Decision::RejectLocally => panic!("aimd never rejects"),
+            }
+        }
+        assert_eq!(waiting, 89);
+        // The rate rises to 1000/s; the waiting senders ask again a quarter horizon later and
+        // all get slots within the horizon, 1 ms apart — not 100 ms apart, up to 10 s ahead.
+        t.on_result(OpKind::Write, 0, Outcome::Success, t0 + ms(100));
+        assert_eq!(t.rate(), 1000.0);
+        let now = t0 + ms(250);
+        let slots: Vec<Duration> = (0..89)
+            .map(|_| match t.before_send(OpKind::Write, 0, now) {
+                Decision::Sleep(d) => d,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(slots[0], ms(850), "after the slots reserved at 10/s");
+        assert_eq!(slots[88], ms(850 + 88));
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! Caller contract:
 //! - [`Decision::Sleep`] means "sleep this long, then send" — do not ask again; for pacing
 //!   throttles the send slot is already reserved.
+//! - [`Decision::Wait`] means "sleep this long, then ask again": nothing was reserved (a pacer
+//!   whose reservations already reach as far ahead as it allows).
 //! - [`Decision::RejectLocally`] means "fail this attempt without sending"; the throttle has
 //!   already counted it, so do **not** call `on_result` for it.
 //! - `bytes` is the request's payload size (the data length of a write or the requested length of
@@ -52,6 +54,8 @@ pub enum Decision {
     Proceed,
     /// Sleep this long, then send (without asking again).
     Sleep(Duration),
+    /// Sleep this long, then ask again (no send slot was reserved).
+    Wait(Duration),
     /// Do not send; treat the attempt as failed locally (it may be retried by the retry policy).
     RejectLocally,
 }
