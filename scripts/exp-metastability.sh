@@ -42,16 +42,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-QUICK=0
-for a in "$@"; do
-    case "$a" in
-    --quick) QUICK=1 ;;
-    *)
-        echo "exp-metastability.sh: unknown argument '$a' (use --quick)" >&2
-        exit 2
-        ;;
-    esac
-done
+. scripts/lib/exp.sh
+exp_parse_args "$@"
 
 LIMIT_MB="${LIMIT_MB:-20}"
 LIMIT_BURST="${LIMIT_BURST:-25ms}"
@@ -78,33 +70,16 @@ else
 fi
 export LIMIT_MB LIMIT_BURST LOAD DROP PROCS THREADS CLIENTS PAYLOAD_KB RETRY PERIOD AIMD_INCREASE BEFORE TRIGGER AFTER
 
-if [ -z "${BIN:-}" ]; then
-    if [ "$QUICK" = 1 ]; then
-        cargo build -q -p dn-sim -p loadgen
-        BIN=target/debug
-    else
-        cargo build -q --release -p dn-sim -p loadgen
-        BIN=target/release
-    fi
-fi
+exp_build
+exp_prepare_output
 
-OUT="$OUTDIR/$NAME"
-CSV="$OUTDIR/$NAME.csv"
-export CSV
-mkdir -p "$OUT"
-rm -f "$OUT"/*.json "$OUT"/*.log
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-admin=$(free_port)
+port=$(exp_free_port)
+admin=$(exp_free_port)
 "$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$admin" --store discard \
     --limit-ingress "${LIMIT_MB}MB/s" --limit-burst "$LIMIT_BURST" 2>"$OUT/dn-sim.log" &
 DN=$!
 trap 'kill $DN 2>/dev/null || true' EXIT
-for _ in $(seq 50); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$admin") 2>/dev/null; then break; fi
-    sleep 0.1
-done
+exp_wait_port "$admin"
 
 # PUT /config {"limit_ingress": BYTES_PER_S} on dn-sim's HTTP port.
 set_limit() {

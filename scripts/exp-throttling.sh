@@ -51,16 +51,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-QUICK=0
-for a in "$@"; do
-    case "$a" in
-    --quick) QUICK=1 ;;
-    *)
-        echo "exp-throttling.sh: unknown argument '$a' (use --quick)" >&2
-        exit 2
-        ;;
-    esac
-done
+. scripts/lib/exp.sh
+exp_parse_args "$@"
 
 LIMIT_MB="${LIMIT_MB:-20}"
 PROCS="${PROCS:-4}"
@@ -104,36 +96,17 @@ else
 fi
 export RETRY LIMIT_BURST PERIOD SCOPE THREADS CLIENTS PAYLOAD_KB SRE_K SRE_WINDOW AIMD_INCREASE AIMD_DECREASE WORKLOAD
 
-# Always build what is run (a no-op when up to date), so a stale binary never answers: the full
-# run measures the release build, --quick the debug build the tests use.
-if [ -z "${BIN:-}" ]; then
-    if [ "$QUICK" = 1 ]; then
-        cargo build -q -p dn-sim -p loadgen
-        BIN=target/debug
-    else
-        cargo build -q --release -p dn-sim -p loadgen
-        BIN=target/release
-    fi
-fi
+exp_build
+exp_prepare_output
 
-# --quick writes under target/, so the committed full-run results are never overwritten.
-OUT="$OUTDIR/$NAME"
-CSV="$OUTDIR/$NAME.csv"
-export CSV
-mkdir -p "$OUT"
-rm -f "$OUT"/*.json "$OUT"/*.wall "$OUT"/*.log
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(exp_free_port)
 store=memory
 if [ "$WORKLOAD" = write ]; then store=discard; fi
 "$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen none --store "$store" \
     --limit-ingress "${LIMIT_MB}MB/s" --limit-burst "$LIMIT_BURST" 2>"$OUT/dn-sim.log" &
 DN=$!
 trap 'kill $DN 2>/dev/null || true' EXIT
-for _ in $(seq 50); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
-    sleep 0.1
-done
+exp_wait_port "$port"
 
 # Interleaved: run r of every configuration, then run r + 1, so slow drifts of the shared machine
 # spread over all of them.
