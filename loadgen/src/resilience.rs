@@ -158,9 +158,6 @@ pub fn op_of(request_bytes: u64, response_bytes: u64) -> (OpKind, u64) {
 pub struct Resilience {
     pub retry: RetryPolicy,
     pub throttle: Arc<dyn ClientThrottle>,
-    /// The analyzer and byte count of the worker's requests (echo: the same for every request).
-    pub op: OpKind,
-    pub bytes: u64,
     pub rng: SmallRng,
 }
 
@@ -282,7 +279,7 @@ pub async fn request(
     deadline: &mut Deadline,
     res: &mut Resilience,
 ) -> (Answer, RequestCounts) {
-    let (op, bytes) = (res.op, res.bytes);
+    let (op, bytes) = op_of(workload.request_bytes(), workload.response_bytes_hint());
     let mut attempts = Attempts::new(res, op, bytes);
     let last = loop {
         let answer = if attempts.admit().await {
@@ -368,12 +365,10 @@ impl ResilienceConfig {
     }
 
     /// A worker's settings with a throttle of its own connection's (or the process's).
-    pub fn worker(&self, throttle: Arc<dyn ClientThrottle>, op: OpKind, bytes: u64) -> Resilience {
+    pub fn worker(&self, throttle: Arc<dyn ClientThrottle>) -> Resilience {
         Resilience {
             retry: self.retry,
             throttle,
-            op,
-            bytes,
             rng: rand::SeedableRng::seed_from_u64(fresh_seed()),
         }
     }

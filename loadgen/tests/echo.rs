@@ -1,6 +1,8 @@
 //! loadgen as a user runs it: in-process against the embedded dn-sim or a started one, and the
 //! binary for command-line errors.
 
+mod support;
+
 use clap::Parser;
 use loadgen::cli::Cli;
 use std::process::Command;
@@ -177,16 +179,7 @@ fn bad_command_lines_exit_2_with_one_line_naming_the_problem() {
         (vec!["merge", "/nonexistent-dir/r.json"], "merge"),
     ];
     for (args, needle) in cases {
-        let (code, stdout, stderr) = loadgen(&args);
-        assert_eq!(code, 2, "{args:?}: {stderr}");
-        assert_eq!(
-            stderr.trim_end().lines().count(),
-            1,
-            "{args:?}: one line, got {stderr}"
-        );
-        assert!(stderr.contains(needle), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        support::assert_usage_error(&args, needle);
     }
 }
 

@@ -1,10 +1,11 @@
 //! `loadgen plot` and `loadgen sweep`: charts are valid SVG with their title and axis labels; a
 //! sweep's dn-sim parameters really change the embedded dn-sim; bad flags exit 2 on one line.
 
+mod support;
+
 use clap::Parser;
 use loadgen::cli::Cli;
 use loadgen::plot::Table;
-use std::process::Command;
 
 fn tool(args: &[&str]) -> Result<loadgen::ToolOutput, loadgen::UsageError> {
     let mut argv = vec!["loadgen"];
@@ -234,17 +235,7 @@ fn bad_plot_and_sweep_flags_exit_2_with_one_line() {
         ),
     ];
     for (args, needle) in cases {
-        let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
-            .args(&args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "{args:?}: '{needle}' not in {stderr}"
-        );
+        support::assert_usage_error(&args, needle);
     }
 }
 

@@ -2,6 +2,8 @@
 //! request is lost (success + failure after retries + locally rejected = requests), retries stay
 //! within the bound, server pushback is honoured, and non-retryable failures are not retried.
 
+mod support;
+
 use clap::Parser;
 use dn_sim::EmbeddedServer;
 use dn_sim::dispatcher::LiveSettings;
@@ -9,15 +11,6 @@ use dn_sim::fault::FaultPlan;
 use dn_sim::service_limits::{LimitPolicy, LimitRates, Pushback};
 use loadgen::cli::Cli;
 use std::time::Duration;
-
-fn run_block(args: &[&str]) -> loadgen::blockio::BlockSummary {
-    let mut argv = vec!["loadgen"];
-    argv.extend_from_slice(args);
-    let cli = Cli::try_parse_from(&argv).expect("valid flags");
-    loadgen::blockio::run(&cli.command)
-        .expect("write or read")
-        .expect("the run starts")
-}
 
 fn run(args: &[&str]) -> loadgen::Summary {
     let mut argv = vec!["loadgen"];
@@ -216,14 +209,7 @@ fn bad_sre_and_aimd_flags_exit_2_with_one_line_naming_the_flag() {
         (vec!["echo", "--aimd-decrease", "1"], "--aimd-decrease"),
         (vec!["echo", "--aimd-decrease", "-0.5"], "--aimd-decrease"),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
-            .args(&args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
-        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        support::assert_usage_error(&args, flag);
     }
 }
 
@@ -255,7 +241,7 @@ fn write_through_ingress_limit(extra: &[&str]) -> loadgen::blockio::BlockSummary
         "--then-read",
     ];
     args.extend_from_slice(extra);
-    run_block(&args)
+    support::run_block(&args)
 }
 
 /// Every operation (WriteChunk, PutBlock, GetBlock, ReadChunk) succeeded once; every other

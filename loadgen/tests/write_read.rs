@@ -2,29 +2,21 @@
 //! stream sent, every byte written is read back and verified, manifests round trip, corrupted
 //! data is caught, and bad flags are refused.
 
+mod support;
+
 use bytes::Bytes;
-use clap::Parser;
 use common::proto::xceiver_client_protocol_service_client::XceiverClientProtocolServiceClient as Client;
 use common::proto::{
     BlockData, ChecksumType, ChunkInfo, ContainerCommandRequestProto as Req,
     ContainerCommandResponseProto as Resp, DatanodeBlockId, GetBlockRequestProto,
     PutBlockRequestProto, Result as OzoneResult, Type, WriteChunkRequestProto,
 };
-use loadgen::blockio::BlockSummary;
 use loadgen::blockio::manifest::{self, ManifestBlock};
-use loadgen::cli::Cli;
 use std::path::PathBuf;
 use std::process::Command;
 use tonic::transport::Channel;
 
-fn run(args: &[&str]) -> BlockSummary {
-    let mut argv = vec!["loadgen"];
-    argv.extend_from_slice(args);
-    let cli = Cli::try_parse_from(argv).expect("valid flags");
-    loadgen::blockio::run(&cli.command)
-        .expect("write or read")
-        .expect("the run starts")
-}
+use support::run_block as run;
 
 /// A dn-sim with the memory store, serving on threads of its own.
 fn server() -> (dn_sim::EmbeddedServer, String) {
@@ -404,13 +396,6 @@ fn bad_flags_exit_2_with_one_line_naming_the_flag() {
             "--throttle-scope",
         ),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
-            .args(&args)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
-        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        support::assert_usage_error(&args, flag);
     }
 }

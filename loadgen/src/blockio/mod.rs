@@ -246,7 +246,7 @@ impl Caller {
             pending: (0, 0),
             resilience: config
                 .active()
-                .then(|| config.worker(Arc::clone(&conn.throttle), OpKind::Other, 0)),
+                .then(|| config.worker(Arc::clone(&conn.throttle))),
         }
     }
 

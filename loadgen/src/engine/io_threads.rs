@@ -12,7 +12,7 @@ use super::{Shared, WorkerContext, per_request, persistent};
 use crate::config::{RunConfig, Streams};
 use crate::connection;
 use crate::engine::recorder::{Flush, Recorder};
-use crate::resilience::{fresh_seed, op_of};
+use crate::resilience::fresh_seed;
 use crate::throttle::{ClientThrottle, ThrottleScope};
 use crate::workload::Workload;
 use std::cell::RefCell;
@@ -172,10 +172,6 @@ impl ThreadPlan {
                     None => Arc::new(crate::throttle::NoThrottle) as Arc<dyn ClientThrottle>,
                 })
                 .collect();
-            let (op, op_bytes) = op_of(
-                self.workload.request_bytes(),
-                self.workload.response_bytes_hint(),
-            );
             for idx in
                 (0..self.config.threads).filter(|i| (i % clients) % self.threads == self.thread)
             {
@@ -188,7 +184,7 @@ impl ThreadPlan {
                     fail_at_end: self.config.fail_at_end,
                     resilience: res
                         .active()
-                        .then(|| res.worker(Arc::clone(&throttles[idx % clients]), op, op_bytes)),
+                        .then(|| res.worker(Arc::clone(&throttles[idx % clients]))),
                 };
                 let c = idx % clients;
                 match (&conns, self.config.streams) {

@@ -2,8 +2,9 @@
 //! without restructuring the workers:
 //!
 //! - [`attempt`]: one send on the wire (a new bidi stream, half-closed at once, one answer);
-//! - [`request`]: one request as the user counts it. Today it is one attempt; a retry loop
-//!   (`retry::RetryPolicy`) and `ClientThrottle::before_send`/`on_result` wrap the attempt here.
+//! - [`request`]: one request as the user counts it, one attempt; with `--retry` or a client
+//!   throttle the workers call `crate::resilience::request` instead, which runs the attempts
+//!   under the throttle and the retry policy (`resilience::Attempts`).
 //!
 //! Answers are judged in one place ([`judge`]) for both stream modes.
 
