@@ -1,0 +1,288 @@
+package org.ozonedn.interop;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeSet;
+import java.util.stream.Stream;
+import org.apache.hadoop.hdds.HddsConfigKeys;
+import org.apache.hadoop.hdds.conf.OzoneConfiguration;
+import org.apache.hadoop.hdds.protocol.DatanodeDetails;
+import org.apache.hadoop.hdds.protocol.proto.HddsProtos;
+import org.apache.hadoop.hdds.scm.XceiverClientManager;
+import org.apache.hadoop.hdds.scm.XceiverClientSpi;
+import org.apache.hadoop.hdds.scm.container.common.helpers.ContainerWithPipeline;
+import org.apache.hadoop.hdds.scm.protocolPB.StorageContainerLocationProtocolClientSideTranslatorPB;
+import org.apache.hadoop.hdds.scm.storage.ContainerProtocolCalls;
+import org.apache.hadoop.ozone.HddsDatanodeService;
+import org.apache.hadoop.ozone.MiniOzoneCluster;
+
+/**
+ * A real Apache Ozone DataNode on demand: SCM, OM and one DataNode in this JVM (MiniOzoneCluster,
+ * security, tokens and TLS off as by default), the requested containers allocated through SCM and
+ * created on the DataNode over its Ratis pipeline, as a client's first write would.
+ *
+ * <p>Prints exactly one line {@code datanode 127.0.0.1:PORT} on stdout (the DataNode's client port,
+ * XceiverServerGrpc) once it can serve; everything else goes to stderr. Serves until SIGTERM or until
+ * stdin closes; its data lives in a temporary directory removed on exit.
+ *
+ * <p>Arguments: {@code --containers LIST} (IDs and ranges, e.g. {@code 1-100,200}; SCM hands out IDs
+ * 1, 2, 3, … so the highest ID decides how many are allocated), {@code --info FILE} (also writes
+ * {@code datanode}, {@code uuid} and {@code http} lines there), {@code -D key=value} (any Ozone key,
+ * applied to the whole cluster and so to the DataNode).
+ */
+public final class RealDatanode {
+
+  private RealDatanode() {
+  }
+
+  public static void main(String[] args) throws Exception {
+    Args parsed;
+    try {
+      parsed = Args.parse(args);
+    } catch (IllegalArgumentException e) {
+      System.err.println("real-datanode: " + e.getMessage());
+      System.exit(2);
+      return;
+    }
+    // Everything Ozone logs goes to stderr; stdout carries the one line callers wait for.
+    PrintStream stdout = System.out;
+    System.setOut(System.err);
+
+    Path base = Files.createTempDirectory("real-datanode-");
+    // MiniOzoneCluster puts its directories under test.build.data.
+    System.setProperty("test.build.data", base.toString());
+
+    OzoneConfiguration conf = new OzoneConfiguration();
+    // A lab DataNode on a small disk: the DataNode reserves a container's full size of volume
+    // space for each open container, so 5 GB containers (the default) would exhaust any disk at a
+    // few dozen. Writes are still allowed past it (the DataNode only reports full containers).
+    conf.set("ozone.scm.container.size", "64MB");
+    conf.set("hdds.datanode.volume.min.free.space", "64MB");
+    conf.set("hdds.scm.safemode.min.datanode", "1");
+    conf.set("ozone.scm.pipeline.owner.container.count", "1000");
+    for (Map.Entry<String, String> e : parsed.defines.entrySet()) {
+      conf.set(e.getKey(), e.getValue());
+    }
+
+    long started = System.nanoTime();
+    MiniOzoneCluster cluster = MiniOzoneCluster.newBuilder(conf).setNumDatanodes(1).build();
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      try {
+        cluster.shutdown();
+      } catch (RuntimeException e) {
+        System.err.println("real-datanode: shutdown: " + e);
+      }
+      deleteTree(base);
+    }, "real-datanode-shutdown"));
+
+    cluster.waitForClusterToBeReady();
+    cluster.waitForPipelineTobeReady(HddsProtos.ReplicationFactor.ONE, 120_000);
+
+    HddsDatanodeService dn = cluster.getHddsDatanodes().get(0);
+    DatanodeDetails details = dn.getDatanodeDetails();
+    int port = details.getStandalonePort().getValue();
+    String http = findPrometheusEndpoint(cluster, dn);
+
+    createContainers(cluster, conf, parsed.containers);
+
+    String addr = "127.0.0.1:" + port;
+    if (parsed.info != null) {
+      List<String> lines = new ArrayList<>();
+      lines.add("datanode " + addr);
+      lines.add("uuid " + details.getUuidString());
+      lines.add("http " + http);
+      lines.add("version " + org.apache.hadoop.ozone.util.OzoneVersionInfo.OZONE_VERSION_INFO.getVersion());
+      Path tmp = Paths.get(parsed.info + ".tmp");
+      Files.write(tmp, lines, StandardCharsets.UTF_8);
+      Files.move(tmp, Paths.get(parsed.info), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+    }
+    System.err.printf("real-datanode: Ozone %s DataNode %s serving on %s (http %s) after %.1f s, %d containers%n",
+        org.apache.hadoop.ozone.util.OzoneVersionInfo.OZONE_VERSION_INFO.getVersion(),
+        details.getUuidString(), addr, http, (System.nanoTime() - started) / 1e9,
+        parsed.containers.size());
+    stdout.println("datanode " + addr);
+    stdout.flush();
+
+    // Serve until stdin closes (the caller went away) or SIGTERM (the shutdown hook).
+    while (System.in.read() != -1) {
+      // the input is ignored
+    }
+    System.exit(0);
+  }
+
+  /** Allocates containers through SCM until every requested ID exists, then creates each on the DataNode. */
+  private static void createContainers(MiniOzoneCluster cluster, OzoneConfiguration conf,
+      TreeSet<Long> wanted) throws IOException {
+    if (wanted.isEmpty()) {
+      return;
+    }
+    StorageContainerLocationProtocolClientSideTranslatorPB scm =
+        cluster.getStorageContainerLocationClient();
+    try (XceiverClientManager clients = new XceiverClientManager(conf)) {
+      long highest = wanted.last();
+      long id = 0;
+      while (id < highest) {
+        ContainerWithPipeline c = scm.allocateContainer(HddsProtos.ReplicationType.RATIS,
+            HddsProtos.ReplicationFactor.ONE, "ozone-dn-lab");
+        id = c.getContainerInfo().getContainerID();
+        XceiverClientSpi client = clients.acquireClient(c.getPipeline());
+        try {
+          ContainerProtocolCalls.createContainer(client, id, null);
+        } finally {
+          clients.releaseClient(client, false);
+        }
+      }
+    }
+  }
+
+  /**
+   * The HTTP address whose {@code /prom} shows the DataNode's metrics. SCM, OM and the DataNode
+   * share this JVM and so one Hadoop metrics system, and its Prometheus sink is registered by the
+   * first HTTP server that starts: the DataNode's {@code storage_container_metrics_*} may appear on
+   * SCM's or OM's {@code /prom} rather than on the DataNode's own. Probe them all.
+   */
+  private static String findPrometheusEndpoint(MiniOzoneCluster cluster, HddsDatanodeService dn) {
+    List<String> candidates = new ArrayList<>();
+    candidates.add(dn.getConf().get(HddsConfigKeys.HDDS_DATANODE_HTTP_ADDRESS_KEY));
+    candidates.add(cluster.getConf().get("ozone.scm.http-address"));
+    candidates.add(cluster.getConf().get("ozone.om.http-address"));
+    // The sink sees a metric only after the metrics system's first snapshot (period 1 s, set in
+    // hadoop-metrics2.properties): ask for a while.
+    for (int round = 0; round < 30; round++) {
+      String found = probePrometheus(candidates);
+      if (found != null) {
+        return found;
+      }
+      try {
+        Thread.sleep(500);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+    }
+    System.err.println("real-datanode: no /prom with the DataNode's metrics among " + candidates);
+    return "none";
+  }
+
+  private static String probePrometheus(List<String> candidates) {
+    for (String c : candidates) {
+      if (c == null || c.lastIndexOf(':') < 0) {
+        continue;
+      }
+      String addr = "127.0.0.1" + c.substring(c.lastIndexOf(':'));
+      try {
+        java.net.HttpURLConnection http = (java.net.HttpURLConnection)
+            new java.net.URL("http://" + addr + "/prom").openConnection();
+        http.setConnectTimeout(2000);
+        http.setReadTimeout(5000);
+        try (java.io.InputStream in = http.getInputStream()) {
+          String body = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+          if (body.contains("storage_container_metrics_num_ops")) {
+            return addr;
+          }
+        }
+      } catch (IOException e) {
+        // not this one
+      }
+    }
+    return null;
+  }
+
+  private static void deleteTree(Path base) {
+    try (Stream<Path> paths = Files.walk(base)) {
+      paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    } catch (IOException e) {
+      System.err.println("real-datanode: could not remove " + base + ": " + e);
+    }
+  }
+
+  /** The command line. */
+  static final class Args {
+    final TreeSet<Long> containers = new TreeSet<>();
+    final Map<String, String> defines = new LinkedHashMap<>();
+    String info;
+
+    static Args parse(String[] argv) {
+      Args a = new Args();
+      a.containers.add(1L);
+      for (int i = 0; i < argv.length; i++) {
+        String arg = argv[i];
+        switch (arg) {
+          case "--containers":
+            a.containers.clear();
+            a.containers.addAll(parseList(value(argv, ++i, arg)));
+            break;
+          case "--info":
+            a.info = value(argv, ++i, arg);
+            break;
+          case "-D":
+            define(a, value(argv, ++i, arg));
+            break;
+          default:
+            if (arg.startsWith("-D") && arg.length() > 2) {
+              define(a, arg.substring(2));
+            } else {
+              throw new IllegalArgumentException("unknown argument '" + arg + "'");
+            }
+        }
+      }
+      return a;
+    }
+
+    private static void define(Args a, String kv) {
+      int eq = kv.indexOf('=');
+      if (eq <= 0) {
+        throw new IllegalArgumentException("-D wants key=value, got '" + kv + "'");
+      }
+      a.defines.put(kv.substring(0, eq), kv.substring(eq + 1));
+    }
+
+    private static String value(String[] argv, int i, String flag) {
+      if (i >= argv.length) {
+        throw new IllegalArgumentException(flag + " needs a value");
+      }
+      return argv[i];
+    }
+
+    static List<Long> parseList(String list) {
+      List<Long> ids = new ArrayList<>();
+      for (String part : list.split(",")) {
+        String p = part.trim();
+        if (p.isEmpty()) {
+          continue;
+        }
+        try {
+          int dash = p.indexOf('-');
+          if (dash > 0) {
+            long from = Long.parseLong(p.substring(0, dash));
+            long to = Long.parseLong(p.substring(dash + 1));
+            if (from < 1 || to < from || to - from > 100_000) {
+              throw new IllegalArgumentException("--containers: bad range '" + p + "'");
+            }
+            for (long id = from; id <= to; id++) {
+              ids.add(id);
+            }
+          } else {
+            long id = Long.parseLong(p);
+            if (id < 1) {
+              throw new IllegalArgumentException("--containers: IDs start at 1, got '" + p + "'");
+            }
+            ids.add(id);
+          }
+        } catch (NumberFormatException e) {
+          throw new IllegalArgumentException("--containers: not a list of IDs and ranges: '" + list + "'");
+        }
+      }
+      return ids;
+    }
+  }
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# A real Apache Ozone DataNode on demand (interop/ozone): SCM, OM and one DataNode in one JVM
+# (MiniOzoneCluster; security, tokens and TLS off, as by default), the containers created through
+# SCM. Prints exactly one line `datanode 127.0.0.1:PORT` (the DataNode's client port) on stdout when
+# it can serve, and serves until SIGTERM or until its stdin closes; its data is in a temporary
+# directory removed on exit. Ozone's logs go to stderr.
+#
+# Usage: scripts/real-datanode.sh [--ozone-version V] [--containers LIST] [--info FILE]
+#                                 [--heap SIZE] [-D key=value]...
+#   --ozone-version  Ozone release whose jars run (default 2.2.0; first run downloads them)
+#   --containers     container IDs to create, e.g. 1-100 (default 1); SCM numbers them 1, 2, 3, …
+#   --info FILE      also write `datanode ADDR`, `uuid UUID`, `http ADDR` (/prom), `version V`
+#   --heap           the JVM's maximum heap (default 1g)
+#   -D key=value     an Ozone configuration key for the cluster and so the DataNode, e.g.
+#                    -D hdds.datanode.read.chunk.threads.per.volume=1
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+version="${OZONE_VERSION:-2.2.0}"
+heap=1g
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --ozone-version) version="${2:?--ozone-version needs a value}"; shift 2 ;;
+        --heap) heap="${2:?--heap needs a value}"; shift 2 ;;
+        --containers|--info|-D) [ $# -ge 2 ] || { echo "real-datanode.sh: $1 needs a value" >&2; exit 2; }
+            args+=("$1" "$2"); shift 2 ;;
+        -D*) args+=("$1"); shift ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "real-datanode.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+command -v java >/dev/null || { echo "real-datanode.sh: java not found (Java 17 is needed)" >&2; exit 2; }
+command -v mvn >/dev/null || { echo "real-datanode.sh: mvn not found (Maven is needed to fetch Ozone's jars)" >&2; exit 2; }
+
+"$root/interop/ozone/setup.sh" --ozone-version "$version" >&2
+cp="$root/interop/ozone/target/classes:$(cat "$root/interop/ozone/target/classpath-$version.txt")"
+
+# What Ozone needs on Java 17 (its own launcher sets the same): reflective access for Netty's
+# direct buffers, Hadoop's and RocksDB's helpers, and a headless AWT-free JVM.
+jvm=(
+    -Xmx"$heap" -XX:+UseG1GC -Djava.awt.headless=true
+    -Dio.netty.tryReflectionSetAccessible=true
+    --add-opens java.base/java.lang=ALL-UNNAMED
+    --add-opens java.base/java.nio=ALL-UNNAMED
+    --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+    --add-opens java.base/java.util=ALL-UNNAMED
+    --add-opens java.base/java.lang.reflect=ALL-UNNAMED
+    --add-exports java.base/sun.nio.ch=ALL-UNNAMED
+    -Dlog4j2.level=WARN -Dlog4j.configuration=none
+)
+# exec: the caller's SIGTERM and its closing of stdin reach the JVM itself.
+exec java "${jvm[@]}" -cp "$cp" org.ozonedn.interop.RealDatanode "${args[@]}"
