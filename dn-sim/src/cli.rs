@@ -80,7 +80,8 @@ pub struct Args {
     pub volumes: u32,
 
     /// Ozone configuration key (repeatable): hdds.datanode.handler.count,
-    /// hdds.datanode.read.chunk.threads.per.volume, hdds.container.ipc.port.
+    /// hdds.datanode.read.chunk.threads.per.volume, hdds.container.ipc.port,
+    /// hdds.datanode.chunk.data.validation.check (= --verify-checksums).
     #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
@@ -169,6 +170,15 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_SHUTDOWN_GRACE", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
 
+    /// The DataNode's UUID (`datanode.id`): EC requests (`replicaIndex` > 0) must carry it in
+    /// `datanodeUuid`.
+    #[arg(long, env = "DN_SIM_DATANODE_UUID", default_value = crate::server::DEFAULT_DATANODE_UUID, value_parser = parse_uuid)]
+    pub datanode_uuid: String,
+
+    /// The Ozone release to answer as where releases differ: 2.0, 2.1 or 2.2.
+    #[arg(long, env = "DN_SIM_OZONE_VERSION", default_value = "2.2")]
+    pub ozone_version: crate::version::OzoneVersion,
+
     /// Runtime worker threads (default: one per core).
     #[arg(long, env = "DN_SIM_THREADS", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
@@ -180,13 +190,15 @@ pub enum OzoneKey {
     HandlerCount(u32),
     ReadChunkThreadsPerVolume(u32),
     IpcPort(u16),
+    ChunkDataValidation(bool),
 }
 
 /// The Ozone keys dn-sim models.
-const OZONE_KEYS: [&str; 3] = [
+const OZONE_KEYS: [&str; 4] = [
     "hdds.datanode.handler.count",
     "hdds.datanode.read.chunk.threads.per.volume",
     "hdds.container.ipc.port",
+    "hdds.datanode.chunk.data.validation.check",
 ];
 
 /// Prefix of the Ozone images' convention: `OZONE-SITE.XML_<key>=<value>` sets `<key>` in
@@ -252,6 +264,14 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
             .parse::<u16>()
             .map(OzoneKey::IpcPort)
             .map_err(|_| format!("hdds.container.ipc.port must be a port number, not '{value}'")),
+        "hdds.datanode.chunk.data.validation.check" => match value.trim() {
+            // Hadoop's Configuration.getBoolean: case-insensitive true/false.
+            v if v.eq_ignore_ascii_case("true") => Ok(OzoneKey::ChunkDataValidation(true)),
+            v if v.eq_ignore_ascii_case("false") => Ok(OzoneKey::ChunkDataValidation(false)),
+            v => Err(format!(
+                "hdds.datanode.chunk.data.validation.check must be true or false, not '{v}'"
+            )),
+        },
         other => Err(format!(
             "unknown key '{other}' (known: {})",
             OZONE_KEYS.join(", ")
@@ -269,6 +289,22 @@ fn parse_optional_addr(s: &str) -> Result<OptionalAddr, String> {
     s.parse()
         .map(|a| OptionalAddr(Some(a)))
         .map_err(|_| format!("'{s}' is not HOST:PORT or none"))
+}
+
+/// A UUID in its canonical text form (8-4-4-4-12 hex digits), as a DataNode's `datanode.id` has.
+fn parse_uuid(s: &str) -> Result<String, String> {
+    let groups: Vec<&str> = s.split('-').collect();
+    let lens = [8, 4, 4, 4, 12];
+    let ok = groups.len() == 5
+        && groups
+            .iter()
+            .zip(lens)
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()));
+    if ok {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err(format!("'{s}' is not a UUID (8-4-4-4-12 hex digits)"))
+    }
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -316,12 +352,13 @@ impl Args {
     ) -> Result<(Config, Option<String>), String> {
         let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
-        let (mut per_volume, mut handler_key) = (None, None);
+        let (mut per_volume, mut handler_key, mut validation) = (None, None, None);
         for key in env_keys.iter().chain(&self.define) {
             match key {
                 OzoneKey::HandlerCount(n) => handler_key = Some(*n),
                 OzoneKey::ReadChunkThreadsPerVolume(n) => per_volume = Some(*n),
                 OzoneKey::IpcPort(p) => listen.set_port(*p),
+                OzoneKey::ChunkDataValidation(on) => validation = Some(*on),
             }
         }
         let handler_count = self
@@ -338,7 +375,7 @@ impl Args {
             containers: self.containers.clone(),
             store: self.store.clone(),
             capacity: self.capacity,
-            verify_checksums: self.verify_checksums,
+            verify_checksums: self.verify_checksums || validation == Some(true),
             shutdown_grace: self.shutdown_grace,
             handler_count,
             max_queue: self.max_queue.map(|n| n as usize),
@@ -358,6 +395,8 @@ impl Args {
                 timing: self.limit_reject_timing,
                 burst: self.limit_burst,
             },
+            datanode_uuid: self.datanode_uuid.clone(),
+            ozone_version: self.ozone_version,
         };
         Ok((config, warning))
     }

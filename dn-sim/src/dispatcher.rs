@@ -27,6 +27,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tonic::Status;
 
+/// Who the simulated DataNode is: its UUID and the Ozone release it answers as.
+#[derive(Clone, Debug)]
+pub struct NodeIdentity {
+    pub datanode_uuid: String,
+    pub version: crate::version::OzoneVersion,
+}
+
 /// Settings that can change while serving (`PUT /config`). A request reads them once, when it
 /// arrives, so requests already running finish under the settings they started with.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -62,13 +69,14 @@ pub struct Dispatcher {
 impl Dispatcher {
     pub fn new(
         store: Arc<ContainerStore>,
+        node: NodeIdentity,
         pool: HandlerPool,
         live: LiveSettings,
         disk: DiskModel,
         limits: ServiceLimits,
     ) -> Self {
         Self {
-            keyvalue: KeyValueHandler::new(store),
+            keyvalue: KeyValueHandler::new(store, node),
             payloads: PayloadSource::new(),
             pool,
             live: ArcSwap::from_pointee(live),

@@ -7,7 +7,7 @@
 //! Per type, a payload that does not match `cmdType` (e.g. WriteChunk without `writeChunk`) is
 //! MALFORMED_REQUEST "Cmd type does not match the payload.", as in the DataNode.
 
-use crate::dispatcher::{envelope, error};
+use crate::dispatcher::{NodeIdentity, envelope, error};
 use crate::store::{
     Container, ContainerStore, PutBlock, StoreError, StoreResult, concat, read_piece_size,
 };
@@ -25,11 +25,16 @@ use std::sync::Arc;
 
 pub struct KeyValueHandler {
     store: Arc<ContainerStore>,
+    node: NodeIdentity,
 }
 
 impl KeyValueHandler {
-    pub fn new(store: Arc<ContainerStore>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<ContainerStore>, node: NodeIdentity) -> Self {
+        Self { store, node }
+    }
+
+    pub fn node(&self) -> &NodeIdentity {
+        &self.node
     }
 
     pub fn store(&self) -> &Arc<ContainerStore> {

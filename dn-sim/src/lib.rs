@@ -37,5 +37,6 @@ pub mod service_limits;
 pub mod store;
 pub mod target;
 pub mod timer;
+pub mod version;
 
 pub use server::{Config, EmbeddedServer, RunningServer, run_until_signal, start};

@@ -59,7 +59,15 @@ pub struct Config {
     /// Service limits (ingress, egress, ops) and how rejections look.
     pub limit_rates: LimitRates,
     pub limit_policy: LimitPolicy,
+    /// The DataNode's UUID: requests for EC replicas (`replicaIndex` > 0) must name it.
+    pub datanode_uuid: String,
+    /// The Ozone release whose answers dn-sim gives where releases differ.
+    pub ozone_version: crate::version::OzoneVersion,
 }
+
+/// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
+/// is the same DataNode (a real one keeps its UUID in `datanode.id`).
+pub const DEFAULT_DATANODE_UUID: &str = "00000000-0000-4000-8000-00000000d5d5";
 
 impl Default for Config {
     fn default() -> Self {
@@ -79,6 +87,8 @@ impl Default for Config {
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9882))),
             limit_rates: LimitRates::default(),
             limit_policy: LimitPolicy::default(),
+            datanode_uuid: DEFAULT_DATANODE_UUID.to_string(),
+            ozone_version: crate::version::OzoneVersion::default(),
         }
     }
 }
@@ -118,6 +128,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     store.precreate(&config.containers);
     let dispatcher = Arc::new(Dispatcher::new(
         Arc::new(store),
+        crate::dispatcher::NodeIdentity {
+            datanode_uuid: config.datanode_uuid.clone(),
+            version: config.ozone_version,
+        },
         pool,
         config.live.clone(),
         disk,
