@@ -1,0 +1,452 @@
+//! `prom` steps: scrape a target's `/prom` (Prometheus text), normalise the series and compare,
+//! per listed metric name, how much each series moved since the scenario started.
+//!
+//! - Series are keyed by their labels after normalisation: `hostname` and any label whose name
+//!   contains `host` or `port`, or whose value looks like a UUID, an IP address, `HOST:PORT` or
+//!   this machine's host name, are dropped; path-like values become `<path>` (see
+//!   `normalize::normalize_string`). Series that collapse into one key are added up.
+//! - A counter's answer is its delta since the baseline scrape taken before the scenario's first
+//!   step (a series absent then counts from 0). Gauges (`# TYPE … gauge`, or names ending in
+//!   `_avg_time`, `_stdev_time`, `_min_time`, `_max_time`, `_imin_time`, `_imax_time`) are
+//!   compared for presence only.
+//! - The answer of a `prom` step: `{"prom": {NAME: {"type": T, "series": {LABELS: DELTA |
+//!   "present"}}, …}}`, or `NAME: "absent"` when the target has no series of that name.
+
+use anyhow::{Context as _, anyhow, bail};
+use serde_json::{Map, Value as Json, json};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// Suffixes of Hadoop metrics2 rate statistics that are gauges.
+const GAUGE_SUFFIXES: [&str; 6] = [
+    "_avg_time",
+    "_stdev_time",
+    "_min_time",
+    "_max_time",
+    "_imin_time",
+    "_imax_time",
+];
+
+/// The largest `/prom` body read.
+const MAX_BODY: u64 = 64 << 20;
+
+/// One sample line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+/// A scrape, normalised: values by (name, label key), types by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub types: HashMap<String, String>,
+    pub values: BTreeMap<(String, String), f64>,
+}
+
+/// Parses the Prometheus text format (`# TYPE` lines, samples; other comments ignored).
+pub fn parse(text: &str) -> anyhow::Result<(HashMap<String, String>, Vec<Sample>)> {
+    let mut types = HashMap::new();
+    let mut samples = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('#') {
+            let mut words = rest.split_whitespace();
+            if words.next() == Some("TYPE")
+                && let (Some(name), Some(kind)) = (words.next(), words.next())
+            {
+                types.insert(name.to_string(), kind.to_string());
+            }
+            continue;
+        }
+        samples.push(parse_sample(line).with_context(|| format!("/prom line {}: {line}", n + 1))?);
+    }
+    Ok((types, samples))
+}
+
+fn parse_sample(line: &str) -> anyhow::Result<Sample> {
+    let name_end = line
+        .find(|c: char| c == '{' || c.is_whitespace())
+        .ok_or_else(|| anyhow!("no value"))?;
+    let name = line[..name_end].to_string();
+    let mut rest = &line[name_end..];
+    let mut labels = Vec::new();
+    if let Some(after) = rest.strip_prefix('{') {
+        let mut chars = after.char_indices().peekable();
+        let mut end = None;
+        loop {
+            // skip separators
+            while let Some(&(_, c)) = chars.peek() {
+                if c == ',' || c.is_whitespace() {
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            match chars.peek() {
+                Some(&(i, '}')) => {
+                    end = Some(i + 1);
+                    break;
+                }
+                None => break,
+                _ => {}
+            }
+            let mut key = String::new();
+            for (_, c) in chars.by_ref() {
+                if c == '=' {
+                    break;
+                }
+                key.push(c);
+            }
+            if chars.next().map(|(_, c)| c) != Some('"') {
+                bail!("label {key} has no quoted value");
+            }
+            let mut value = String::new();
+            let mut closed = false;
+            while let Some((_, c)) = chars.next() {
+                match c {
+                    '\\' => match chars.next().map(|(_, c)| c) {
+                        Some('n') => value.push('\n'),
+                        Some(other) => value.push(other),
+                        None => break,
+                    },
+                    '"' => {
+                        closed = true;
+                        break;
+                    }
+                    other => value.push(other),
+                }
+            }
+            if !closed {
+                bail!("label {key}'s value is not closed");
+            }
+            labels.push((key.trim().to_string(), value));
+        }
+        let end = end.ok_or_else(|| anyhow!("labels are not closed"))?;
+        rest = &after[end..];
+    }
+    let value_text = rest
+        .split_whitespace()
+        .next()
+        .ok_or_else(|| anyhow!("no value"))?;
+    let value = match value_text {
+        "+Inf" | "Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        "NaN" => f64::NAN,
+        v => v
+            .parse()
+            .with_context(|| format!("{v:?} is not a number"))?,
+    };
+    Ok(Sample {
+        name,
+        labels,
+        value,
+    })
+}
+
+fn local_hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn looks_local(value: &str, hostname: Option<&str>) -> bool {
+    static HOST_PORT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let host_port = HOST_PORT.get_or_init(|| {
+        regex::Regex::new(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]+):\d{1,5}$").unwrap()
+    });
+    crate::normalize::is_uuid(value)
+        || value.parse::<std::net::IpAddr>().is_ok()
+        || host_port.is_match(value)
+        || value == "localhost"
+        || hostname.is_some_and(|h| value == h || value.split('.').next() == Some(h))
+}
+
+/// The normalised label key of a series: `{a="x",b="y"}`, sorted, local labels dropped.
+pub fn label_key(labels: &[(String, String)], hostname: Option<&str>) -> String {
+    let mut kept: Vec<(String, String)> = labels
+        .iter()
+        .filter(|(k, v)| {
+            let k = k.to_ascii_lowercase();
+            !(k.contains("host") || k.contains("port") || looks_local(v, hostname))
+        })
+        .map(|(k, v)| (k.clone(), crate::normalize::normalize_string(v)))
+        .collect();
+    kept.sort();
+    let inner: Vec<String> = kept
+        .iter()
+        .map(|(k, v)| format!("{k}={}", serde_json::to_string(v).unwrap()))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// A scrape's text as a [`Snapshot`].
+pub fn snapshot(text: &str) -> anyhow::Result<Snapshot> {
+    let (types, samples) = parse(text)?;
+    let hostname = local_hostname();
+    let mut values: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for s in samples {
+        let key = (s.name.clone(), label_key(&s.labels, hostname.as_deref()));
+        *values.entry(key).or_insert(0.0) += s.value;
+    }
+    Ok(Snapshot { types, values })
+}
+
+/// Whether a metric is compared for presence only.
+pub fn is_gauge(name: &str, kind: Option<&str>) -> bool {
+    kind == Some("gauge") || GAUGE_SUFFIXES.iter().any(|s| name.ends_with(s))
+}
+
+fn number(delta: f64) -> Json {
+    if delta.is_finite() && delta.fract() == 0.0 && delta.abs() < 9.0e15 {
+        Json::from(delta as i64)
+    } else if let Some(n) = serde_json::Number::from_f64(delta) {
+        Json::Number(n)
+    } else {
+        Json::String(delta.to_string())
+    }
+}
+
+/// The answer of a `prom` step: each listed metric's series and deltas since `base`.
+pub fn answer(names: &[String], base: &Snapshot, now: &Snapshot) -> Json {
+    let mut out = Map::new();
+    for name in names {
+        let series: Vec<(&String, f64)> = now
+            .values
+            .range((name.clone(), String::new())..)
+            .take_while(|((n, _), _)| n == name)
+            .map(|((_, labels), v)| (labels, *v))
+            .collect();
+        if series.is_empty() {
+            out.insert(name.clone(), json!("absent"));
+            continue;
+        }
+        let kind = now.types.get(name).map(String::as_str);
+        let gauge = is_gauge(name, kind);
+        let mut by_labels = Map::new();
+        for (labels, value) in series {
+            let entry = if gauge {
+                json!("present")
+            } else {
+                let before = base
+                    .values
+                    .get(&(name.clone(), labels.clone()))
+                    .copied()
+                    .unwrap_or(0.0);
+                number(value - before)
+            };
+            by_labels.insert(labels.clone(), entry);
+        }
+        out.insert(
+            name.clone(),
+            json!({"type": kind.unwrap_or("untyped"), "series": by_labels}),
+        );
+    }
+    json!({ "prom": out })
+}
+
+/// A one-line summary of a prom answer: each metric's summed delta (`+1`), `present` or `absent`.
+pub fn summary(prom: &Json) -> String {
+    let Some(obj) = prom.as_object() else {
+        return "prom ?".into();
+    };
+    let parts: Vec<String> = obj
+        .iter()
+        .map(|(name, v)| {
+            let what = match v {
+                Json::String(s) => s.clone(),
+                Json::Object(o) => {
+                    let series = o.get("series").and_then(Json::as_object);
+                    let values: Vec<&Json> =
+                        series.map(|s| s.values().collect()).unwrap_or_default();
+                    if values.iter().all(|v| v.is_string()) {
+                        "present".to_string()
+                    } else {
+                        let total: f64 = values.iter().filter_map(|v| v.as_f64()).sum();
+                        let n = number(total);
+                        if total >= 0.0 {
+                            format!("+{n}")
+                        } else {
+                            n.to_string()
+                        }
+                    }
+                }
+                other => other.to_string(),
+            };
+            format!("{name} {what}")
+        })
+        .collect();
+    format!("prom {}", parts.join(", "))
+}
+
+/// GET `http://ADDR/prom`: the body as text.
+pub async fn scrape(addr: &str) -> anyhow::Result<String> {
+    let fetch = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("cannot connect to {addr}"))?;
+        // HTTP/1.0: servers answer without chunked encoding and close the connection.
+        let request = format!(
+            "GET /prom HTTP/1.0\r\nHost: {addr}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await?;
+        let mut raw = Vec::new();
+        stream.take(MAX_BODY).read_to_end(&mut raw).await?;
+        parse_http_response(&raw)
+    };
+    tokio::time::timeout(Duration::from_secs(30), fetch)
+        .await
+        .map_err(|_| anyhow!("GET http://{addr}/prom took over 30 s"))?
+        .with_context(|| format!("GET http://{addr}/prom"))
+}
+
+fn parse_http_response(raw: &[u8]) -> anyhow::Result<String> {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| anyhow!("no HTTP response"))?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let body = &raw[split + 4..];
+    let mut lines = head.lines();
+    let status = lines.next().unwrap_or("");
+    if status.split_whitespace().nth(1) != Some("200") {
+        bail!("HTTP status {status:?}");
+    }
+    let chunked = lines.any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(body)?
+    } else {
+        body.to_vec()
+    };
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+fn dechunk(mut body: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or_else(|| anyhow!("bad chunked body"))?;
+        let size_text = String::from_utf8_lossy(&body[..line_end]);
+        let size_text = size_text.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| anyhow!("bad chunk size {size_text:?}"))?;
+        body = &body[line_end + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if body.len() < size {
+            bail!("truncated chunk");
+        }
+        out.extend_from_slice(&body[..size]);
+        body = body.get(size + 2..).unwrap_or(&[]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"# HELP x help
+# TYPE storage_container_metrics_num_echo counter
+storage_container_metrics_num_echo{context="dfs",hostname="vm"} 3
+# TYPE storage_container_metrics_latency_ns_echo_avg_time gauge
+storage_container_metrics_latency_ns_echo_avg_time{context="dfs",hostname="vm"} 1234.5
+# TYPE hdds_dispatcher_counter counter
+hdds_dispatcher_counter{context="dfs",hostname="vm",type="Echo"} 7
+hdds_dispatcher_counter{context="dfs",hostname="vm",type="WriteChunk"} 0
+plain_metric 1.5e3
+odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/data/disk1"} 2 1700000000000
+"#;
+
+    #[test]
+    fn parses_and_normalises_labels() {
+        let (types, samples) = parse(TEXT).unwrap();
+        assert_eq!(types["hdds_dispatcher_counter"], "counter");
+        assert_eq!(samples.len(), 6);
+        assert_eq!(samples[4].name, "plain_metric");
+        assert_eq!(samples[4].value, 1500.0);
+        assert_eq!(samples[5].labels[0], ("a".into(), "x\"y\\z".into()));
+        let snap = snapshot(TEXT).unwrap();
+        let keys: Vec<_> = snap.values.keys().cloned().collect();
+        assert!(keys.contains(&(
+            "storage_container_metrics_num_echo".into(),
+            r#"{context="dfs"}"#.into()
+        )));
+        assert!(keys.contains(&("odd".into(), r#"{a="x\"y\\z",d="<path>"}"#.into())));
+        assert!(keys.contains(&("plain_metric".into(), "{}".into())));
+        assert_eq!(
+            label_key(
+                &[
+                    ("port".into(), "9859".into()),
+                    ("servername".into(), "vm.example.com:9859".into())
+                ],
+                None
+            ),
+            "{}"
+        );
+        assert!(parse("x{a=\"1\" 2").is_err());
+        assert!(parse("x{a=1} 2").is_err());
+        assert!(parse("x notanumber").is_err());
+    }
+
+    #[test]
+    fn deltas_presence_and_absence() {
+        let base = snapshot(TEXT).unwrap();
+        let later = TEXT
+            .replace("hostname=\"vm\"} 3", "hostname=\"vm\"} 5")
+            .replace("} 1234.5", "} 99")
+            .replace("type=\"Echo\"} 7", "type=\"Echo\"} 8");
+        let now = snapshot(&format!("{later}new_counter{{x=\"1\"}} 4\n")).unwrap();
+        let names: Vec<String> = [
+            "storage_container_metrics_num_echo",
+            "storage_container_metrics_latency_ns_echo_avg_time",
+            "hdds_dispatcher_counter",
+            "new_counter",
+            "missing_metric",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let a = answer(&names, &base, &now);
+        assert_eq!(
+            a,
+            json!({"prom": {
+                "storage_container_metrics_num_echo": {"type": "counter", "series": {"{context=\"dfs\"}": 2}},
+                "storage_container_metrics_latency_ns_echo_avg_time": {"type": "gauge", "series": {"{context=\"dfs\"}": "present"}},
+                "hdds_dispatcher_counter": {"type": "counter", "series": {
+                    "{context=\"dfs\",type=\"Echo\"}": 1, "{context=\"dfs\",type=\"WriteChunk\"}": 0}},
+                "new_counter": {"type": "untyped", "series": {"{x=\"1\"}": 4}},
+                "missing_metric": "absent"
+            }})
+        );
+        assert_eq!(
+            summary(&a["prom"]),
+            "prom hdds_dispatcher_counter +1, missing_metric absent, new_counter +4, \
+             storage_container_metrics_latency_ns_echo_avg_time present, storage_container_metrics_num_echo +2"
+        );
+        assert!(is_gauge("x_avg_time", Some("counter")));
+        assert!(is_gauge("hdds_dispatcher_concurrency", Some("gauge")));
+        assert!(!is_gauge("x_num_ops", Some("counter")));
+    }
+
+    #[test]
+    fn http_bodies() {
+        let plain = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\na 1\n";
+        assert_eq!(parse_http_response(plain).unwrap(), "a 1\n");
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\na 1\n\r\n3;x=y\r\nb 2\r\n0\r\n\r\n";
+        assert_eq!(parse_http_response(chunked).unwrap(), "a 1\nb 2");
+        assert!(parse_http_response(b"HTTP/1.1 404 Not Found\r\n\r\n").is_err());
+        assert!(parse_http_response(b"garbage").is_err());
+    }
+}

@@ -1,0 +1,501 @@
+//! Starting and stopping the two targets of a configuration group.
+//!
+//! - real: `--real-cmd` is a shell command line; the runner appends `--containers LIST --info FILE`
+//!   and `-D key=value` per config key, waits for the one stdout line `datanode HOST:PORT`, then
+//!   reads FILE (`datanode HOST:PORT`, `uuid UUID`, `http HOST:PORT`). It serves until its stdin
+//!   closes or it gets SIGTERM.
+//! - sim: `--sim-cmd` (plus `--sim-extra-args`) gets `--listen 127.0.0.1:P --metrics-listen
+//!   127.0.0.1:Q --containers LIST`, the UUID and version flags when the binary has them, and
+//!   `-D key=value` per config key; it is ready when P accepts connections.
+//!
+//! Each target runs in a process group of its own; stopping closes its stdin, sends SIGTERM to the
+//! group, waits, and sends SIGKILL to the group only if it is still there. A `Process` dropped
+//! without `stop` (an error, Ctrl-C) is killed the same way.
+
+use crate::scenario::Config;
+use anyhow::{Context as _, anyhow, bail};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+/// Where a target serves.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Endpoint {
+    /// The client port, `HOST:PORT`.
+    pub addr: String,
+    /// The DataNode UUID (`$DN`).
+    pub uuid: String,
+    /// The HTTP port serving `/prom`, `HOST:PORT`.
+    pub http: Option<String>,
+}
+
+/// A started target.
+pub struct Process {
+    pub label: String,
+    child: Child,
+    pgid: i32,
+    stdin: Option<ChildStdin>,
+    pub log: PathBuf,
+    stopped: bool,
+}
+
+/// How long a target has to exit after SIGTERM before it gets SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+fn signal_group(pgid: i32, signal: i32) -> bool {
+    // SAFETY: kill(2) with a negative pid signals the process group we created for this child.
+    unsafe { libc::kill(-pgid, signal) == 0 }
+}
+
+/// Whether a process of the group is still running. Zombies do not count: an orphan's zombie
+/// lingers until init reaps it, which some containers' init does late.
+fn group_alive(pgid: i32) -> bool {
+    if !signal_group(pgid, 0) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries.filter_map(Result::ok).any(|entry| {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // pid (comm) state ppid pgrp …; comm may contain spaces and parentheses
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+        pgrp == Some(pgid) && state != Some("Z")
+    })
+}
+
+impl Process {
+    /// Closes stdin, SIGTERMs the process group and waits for it.
+    pub async fn stop(mut self) {
+        self.stopped = true;
+        self.stdin.take();
+        signal_group(self.pgid, libc::SIGTERM);
+        let exited = tokio::time::timeout(STOP_GRACE, self.child.wait()).await;
+        if exited.is_err() {
+            eprintln!(
+                "conformance: {} did not stop within {} s of SIGTERM; killing it",
+                self.label,
+                STOP_GRACE.as_secs()
+            );
+            signal_group(self.pgid, libc::SIGKILL);
+            let _ = self.child.wait().await;
+            return;
+        }
+        // The leader is gone; give what it started a moment, then make sure none is left.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while group_alive(self.pgid) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if group_alive(self.pgid) {
+            signal_group(self.pgid, libc::SIGKILL);
+        }
+    }
+
+    /// The last `n` lines of the target's log.
+    pub fn log_tail(&self, n: usize) -> String {
+        log_tail(&self.log, n)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stdin.take();
+        if matches!(self.child.try_wait(), Ok(None)) || group_alive(self.pgid) {
+            signal_group(self.pgid, libc::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if matches!(self.child.try_wait(), Ok(None)) || group_alive(self.pgid) {
+                signal_group(self.pgid, libc::SIGKILL);
+                let _ = self.child.start_kill();
+            }
+        }
+    }
+}
+
+fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A shell command line with arguments appended (quoted by the shell itself, via `"$@"`).
+fn shell(command_line: &str, name: &str, args: &[String]) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("{command_line} \"$@\""))
+        .arg(name)
+        .args(args);
+    cmd
+}
+
+fn spawn(mut cmd: Command, label: &str, log: &Path) -> anyhow::Result<Process> {
+    let log_file =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log_file))
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start the {label}"))?;
+    let pgid = child.id().map(|id| id as i32).unwrap_or(0);
+    let stdin = child.stdin.take();
+    Ok(Process {
+        label: label.to_string(),
+        child,
+        pgid,
+        stdin,
+        log: log.to_path_buf(),
+        stopped: false,
+    })
+}
+
+/// Copies a child's stdout into its log (so its pipe never fills up).
+fn drain_into_log(
+    out: impl AsyncRead + Unpin + Send + 'static,
+    log: PathBuf,
+    prefix: &'static str,
+) {
+    tokio::spawn(async move {
+        use std::io::Write as _;
+        let mut lines = BufReader::new(out).lines();
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).ok();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(f) = file.as_mut() {
+                let _ = writeln!(f, "{prefix}{line}");
+            }
+        }
+    });
+}
+
+fn config_args(config: &Config) -> Vec<String> {
+    config
+        .iter()
+        .flat_map(|(k, v)| ["-D".to_string(), format!("{k}={v}")])
+        .collect()
+}
+
+/// Starts the real DataNode: see the module docs.
+pub async fn start_real(
+    command_line: &str,
+    containers: &str,
+    config: &Config,
+    work: &Path,
+    index: usize,
+    timeout: Duration,
+) -> anyhow::Result<(Endpoint, Process)> {
+    let info = work.join(format!("real-{index}.info"));
+    let log = work.join(format!("real-{index}.log"));
+    let _ = std::fs::remove_file(&info);
+    let mut args = vec![
+        "--containers".to_string(),
+        containers.to_string(),
+        "--info".to_string(),
+        info.display().to_string(),
+    ];
+    args.extend(config_args(config));
+    let mut process = spawn(
+        shell(command_line, "real-datanode", &args),
+        "real DataNode",
+        &log,
+    )?;
+    let stdout = process.child.stdout.take().expect("stdout is piped");
+    let mut lines = BufReader::new(stdout).lines();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let addr = loop {
+        tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(line)) => {
+                    if let Some(addr) = line.trim().strip_prefix("datanode ") {
+                        break addr.trim().to_string();
+                    }
+                    eprintln!("conformance: real DataNode: {line}");
+                }
+                Ok(None) | Err(_) => {
+                    let status = process.child.wait().await.ok();
+                    bail!(
+                        "the real DataNode exited before it was ready ({}); {}:\n{}",
+                        status.map_or("unknown status".into(), |s| s.to_string()),
+                        log.display(),
+                        process.log_tail(20)
+                    );
+                }
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                bail!(
+                    "the real DataNode printed no `datanode HOST:PORT` line within {} s; {}:\n{}",
+                    timeout.as_secs(),
+                    log.display(),
+                    process.log_tail(20)
+                );
+            }
+        }
+    };
+    drain_into_log(lines.into_inner(), log.clone(), "stdout: ");
+    let endpoint = read_info(&info, &addr).await?;
+    Ok((endpoint, process))
+}
+
+/// Reads the `--info` file a real DataNode script wrote (it may still be being written).
+async fn read_info(info: &Path, addr: &str) -> anyhow::Result<Endpoint> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(info).unwrap_or_default();
+        let mut endpoint = Endpoint {
+            addr: addr.to_string(),
+            uuid: String::new(),
+            http: None,
+        };
+        for line in text.lines() {
+            match line.trim().split_once(char::is_whitespace) {
+                Some(("datanode", a)) => endpoint.addr = a.trim().to_string(),
+                Some(("uuid", u)) => endpoint.uuid = u.trim().to_string(),
+                Some(("http", h)) => endpoint.http = Some(h.trim().to_string()),
+                _ => {}
+            }
+        }
+        if !endpoint.uuid.is_empty() {
+            return Ok(endpoint);
+        }
+        if Instant::now() > deadline {
+            bail!("{} has no `uuid UUID` line", info.display());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Two free ports on 127.0.0.1 (bound, then released).
+pub fn free_ports() -> anyhow::Result<(u16, u16)> {
+    let a = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let b = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok((a.local_addr()?.port(), b.local_addr()?.port()))
+}
+
+/// A random UUID (version 4) from the kernel.
+pub fn new_uuid() -> String {
+    if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/uuid") {
+        let s = s.trim();
+        if crate::normalize::is_uuid(s) {
+            return s.to_string();
+        }
+    }
+    use sha2::Digest as _;
+    let seed = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+    let h = sha2::Sha256::digest(seed.as_bytes());
+    let hex: String = h[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+/// Whether `command_line --help` mentions `flag` (true when the help cannot be read at all, so
+/// a wrapper without `--help` still gets the flag).
+pub async fn help_mentions(command_line: &str, flag: &str) -> bool {
+    let mut cmd = shell(command_line, "dn-sim", &["--help".to_string()]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    match tokio::time::timeout(Duration::from_secs(60), cmd.output()).await {
+        Ok(Ok(out)) => {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if out.status.success() && !text.trim().is_empty() {
+                text.split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[')
+                    .any(|w| w == flag)
+            } else {
+                true
+            }
+        }
+        _ => true,
+    }
+}
+
+/// What dn-sim gets beyond its ports and containers.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub command_line: String,
+    pub extra_args: String,
+    /// The UUID flag, when the binary has it.
+    pub uuid_flag: Option<String>,
+    /// The version flag, when the binary has it.
+    pub version_flag: Option<String>,
+    pub ozone_version: String,
+}
+
+/// Starts dn-sim: see the module docs.
+pub async fn start_sim(
+    options: &SimOptions,
+    containers: &str,
+    config: &Config,
+    work: &Path,
+    index: usize,
+    timeout: Duration,
+) -> anyhow::Result<(Endpoint, Process)> {
+    let log = work.join(format!("sim-{index}.log"));
+    let (port, http_port) = free_ports()?;
+    let uuid = new_uuid();
+    let addr = format!("127.0.0.1:{port}");
+    let http = format!("127.0.0.1:{http_port}");
+    let mut args = vec![
+        "--listen".to_string(),
+        addr.clone(),
+        "--metrics-listen".to_string(),
+        http.clone(),
+        "--containers".to_string(),
+        containers.to_string(),
+    ];
+    if let Some(flag) = &options.uuid_flag {
+        args.extend([flag.clone(), uuid.clone()]);
+    }
+    if let Some(flag) = &options.version_flag {
+        args.extend([flag.clone(), options.ozone_version.clone()]);
+    }
+    args.extend(config_args(config));
+    let line = if options.extra_args.trim().is_empty() {
+        options.command_line.clone()
+    } else {
+        format!("{} {}", options.command_line, options.extra_args)
+    };
+    let mut process = spawn(shell(&line, "dn-sim", &args), "dn-sim", &log)?;
+    let stdout = process.child.stdout.take().expect("stdout is piped");
+    drain_into_log(stdout, log.clone(), "stdout: ");
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = process.child.try_wait() {
+            bail!(
+                "dn-sim exited before it was ready ({status}); {}:\n{}",
+                log.display(),
+                process.log_tail(20)
+            );
+        }
+        let client = tokio::net::TcpStream::connect(&addr).await;
+        let admin = tokio::net::TcpStream::connect(&http).await;
+        if client.is_ok() && admin.is_ok() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!(
+                "dn-sim did not accept connections on {addr} within {} s; {}:\n{}",
+                timeout.as_secs(),
+                log.display(),
+                process.log_tail(20)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((
+        Endpoint {
+            addr,
+            uuid,
+            http: Some(http),
+        },
+        process,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_and_ports() {
+        let u = new_uuid();
+        assert!(crate::normalize::is_uuid(&u), "{u}");
+        assert_ne!(u, new_uuid());
+        let (a, b) = free_ports().unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[tokio::test]
+    async fn help_detection() {
+        assert!(
+            help_mentions(
+                "printf 'usage: x --datanode-uuid <U>\\n' #",
+                "--datanode-uuid"
+            )
+            .await
+        );
+        assert!(!help_mentions("printf 'usage: x --listen\\n' #", "--datanode-uuid").await);
+        // no usable help: assume the flag exists
+        assert!(help_mentions("false", "--datanode-uuid").await);
+    }
+
+    #[tokio::test]
+    async fn a_real_script_that_dies_early_is_reported_with_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = start_real(
+            "echo starting >&2; exit 3; :",
+            "1-3",
+            &Config::new(),
+            dir.path(),
+            0,
+            Duration::from_secs(10),
+        )
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(err.contains("exited before it was ready"), "{err}");
+        assert!(err.contains("starting"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_real_script_is_started_read_and_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        // A stand-in that follows the protocol: parses --info, writes it, prints the line, waits
+        // for stdin to close.
+        let script = r#"while [ $# -gt 0 ]; do case "$1" in --info) info="$2"; shift;; esac; shift; done;
+            printf 'datanode 127.0.0.1:1\nuuid 3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab\nhttp 127.0.0.1:2\n' > "$info";
+            echo 'datanode 127.0.0.1:1'; cat > /dev/null; :"#;
+        let mut config = Config::new();
+        config.insert("k".into(), "v".into());
+        let (endpoint, process) = start_real(
+            script,
+            "1-3",
+            &config,
+            dir.path(),
+            0,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            endpoint,
+            Endpoint {
+                addr: "127.0.0.1:1".into(),
+                uuid: "3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab".into(),
+                http: Some("127.0.0.1:2".into()),
+            }
+        );
+        let pgid = process.pgid;
+        process.stop().await;
+        assert!(!group_alive(pgid));
+    }
+}
