@@ -28,6 +28,9 @@ const GAUGE_SUFFIXES: [&str; 6] = [
     "_imax_time",
 ];
 
+/// At most this many unparsable samples are remembered per scrape.
+const MAX_SKIPPED: usize = 1000;
+
 /// The largest `/prom` body read.
 const MAX_BODY: u64 = 64 << 20;
 
@@ -44,19 +47,26 @@ pub struct Sample {
 pub struct Snapshot {
     pub types: HashMap<String, String>,
     pub values: BTreeMap<(String, String), f64>,
+    /// The starts of samples that did not parse.
+    pub skipped: Vec<String>,
 }
 
-/// Parses the Prometheus text format (`# TYPE` lines, samples; other comments ignored).
-pub fn parse(text: &str) -> anyhow::Result<(HashMap<String, String>, Vec<Sample>)> {
+/// Parses the Prometheus text format (`# TYPE` lines, samples; other comments ignored). Hadoop's
+/// sink writes label values with raw newlines (and unescaped quotes) in them, so a quoted value may
+/// span lines. A sample that does not parse is skipped up to the end of its line, and parsing goes
+/// on from the next; the start of each skipped line is returned (a real DataNode's JVM has a few
+/// such SCM/OM series; the DataNode's own parse).
+pub fn parse(text: &str) -> (HashMap<String, String>, Vec<Sample>, Vec<String>) {
     let mut types = HashMap::new();
     let mut samples = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix('#') {
-            let mut words = rest.split_whitespace();
+    let mut skipped = Vec::new();
+    let mut p = Parser { text, pos: 0 };
+    loop {
+        p.skip(|c| c.is_whitespace());
+        let Some(c) = p.peek() else { break };
+        if c == '#' {
+            let line = p.rest_of_line();
+            let mut words = line[1..].split_whitespace();
             if words.next() == Some("TYPE")
                 && let (Some(name), Some(kind)) = (words.next(), words.next())
             {
@@ -64,89 +74,118 @@ pub fn parse(text: &str) -> anyhow::Result<(HashMap<String, String>, Vec<Sample>
             }
             continue;
         }
-        samples.push(parse_sample(line).with_context(|| format!("/prom line {}: {line}", n + 1))?);
+        let start = p.pos;
+        match p.sample() {
+            Ok(sample) => samples.push(sample),
+            Err(_) => {
+                p.pos = start;
+                let line = p.rest_of_line();
+                if skipped.len() < MAX_SKIPPED {
+                    skipped.push(line.chars().take(120).collect());
+                }
+            }
+        }
     }
-    Ok((types, samples))
+    (types, samples, skipped)
 }
 
-fn parse_sample(line: &str) -> anyhow::Result<Sample> {
-    let name_end = line
-        .find(|c: char| c == '{' || c.is_whitespace())
-        .ok_or_else(|| anyhow!("no value"))?;
-    let name = line[..name_end].to_string();
-    let mut rest = &line[name_end..];
-    let mut labels = Vec::new();
-    if let Some(after) = rest.strip_prefix('{') {
-        let mut chars = after.char_indices().peekable();
-        let mut end = None;
-        loop {
-            // skip separators
-            while let Some(&(_, c)) = chars.peek() {
-                if c == ',' || c.is_whitespace() {
-                    chars.next();
-                } else {
-                    break;
-                }
-            }
-            match chars.peek() {
-                Some(&(i, '}')) => {
-                    end = Some(i + 1);
-                    break;
-                }
-                None => break,
-                _ => {}
-            }
-            let mut key = String::new();
-            for (_, c) in chars.by_ref() {
-                if c == '=' {
-                    break;
-                }
-                key.push(c);
-            }
-            if chars.next().map(|(_, c)| c) != Some('"') {
-                bail!("label {key} has no quoted value");
-            }
-            let mut value = String::new();
-            let mut closed = false;
-            while let Some((_, c)) = chars.next() {
-                match c {
-                    '\\' => match chars.next().map(|(_, c)| c) {
-                        Some('n') => value.push('\n'),
-                        Some(other) => value.push(other),
-                        None => break,
-                    },
-                    '"' => {
-                        closed = true;
-                        break;
-                    }
-                    other => value.push(other),
-                }
-            }
-            if !closed {
-                bail!("label {key}'s value is not closed");
-            }
-            labels.push((key.trim().to_string(), value));
-        }
-        let end = end.ok_or_else(|| anyhow!("labels are not closed"))?;
-        rest = &after[end..];
+struct Parser<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<char> {
+        self.text[self.pos..].chars().next()
     }
-    let value_text = rest
-        .split_whitespace()
-        .next()
-        .ok_or_else(|| anyhow!("no value"))?;
-    let value = match value_text {
-        "+Inf" | "Inf" => f64::INFINITY,
-        "-Inf" => f64::NEG_INFINITY,
-        "NaN" => f64::NAN,
-        v => v
-            .parse()
-            .with_context(|| format!("{v:?} is not a number"))?,
-    };
-    Ok(Sample {
-        name,
-        labels,
-        value,
-    })
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.pos += c.len_utf8();
+        Some(c)
+    }
+
+    fn skip(&mut self, f: impl Fn(char) -> bool) {
+        while self.peek().is_some_and(&f) {
+            self.bump();
+        }
+    }
+
+    fn take(&mut self, f: impl Fn(char) -> bool) -> &'a str {
+        let start = self.pos;
+        self.skip(f);
+        &self.text[start..self.pos]
+    }
+
+    /// The rest of the current line, consuming its newline.
+    fn rest_of_line(&mut self) -> &'a str {
+        let line = self.take(|c| c != '\n');
+        self.bump();
+        line
+    }
+
+    fn sample(&mut self) -> anyhow::Result<Sample> {
+        let name = self
+            .take(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            .to_string();
+        if name.is_empty() {
+            bail!("no metric name");
+        }
+        let mut labels = Vec::new();
+        if self.peek() == Some('{') {
+            self.bump();
+            loop {
+                self.skip(|c| c == ',' || c.is_whitespace());
+                if self.peek() == Some('}') {
+                    self.bump();
+                    break;
+                }
+                let key = self
+                    .take(|c| c != '=' && c != '}' && c != '\n')
+                    .trim()
+                    .to_string();
+                if self.bump() != Some('=') || self.bump() != Some('"') {
+                    bail!("label {key} has no quoted value");
+                }
+                let mut value = String::new();
+                loop {
+                    match self.bump() {
+                        Some('\\') => match self.bump() {
+                            Some('n') => value.push('\n'),
+                            Some(other) => value.push(other),
+                            None => bail!("label {key}'s value is not closed"),
+                        },
+                        Some('"') => break,
+                        Some(other) => value.push(other),
+                        None => bail!("label {key}'s value is not closed"),
+                    }
+                }
+                labels.push((key, value));
+            }
+        }
+        self.skip(|c| c == ' ' || c == '\t');
+        let value_text = self.take(|c| !c.is_whitespace());
+        let value = match value_text {
+            "+Inf" | "Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            "NaN" => f64::NAN,
+            v => v
+                .parse()
+                .with_context(|| format!("{v:?} is not a number"))?,
+        };
+        // an optional timestamp, then the end of the line
+        self.skip(|c| c == ' ' || c == '\t');
+        self.take(|c| !c.is_whitespace());
+        self.skip(|c| c == ' ' || c == '\t' || c == '\r');
+        match self.bump() {
+            None | Some('\n') => Ok(Sample {
+                name,
+                labels,
+                value,
+            }),
+            Some(c) => Err(anyhow!("unexpected {c:?} after the value")),
+        }
+    }
 }
 
 fn local_hostname() -> Option<String> {
@@ -187,15 +226,19 @@ pub fn label_key(labels: &[(String, String)], hostname: Option<&str>) -> String 
 }
 
 /// A scrape's text as a [`Snapshot`].
-pub fn snapshot(text: &str) -> anyhow::Result<Snapshot> {
-    let (types, samples) = parse(text)?;
+pub fn snapshot(text: &str) -> Snapshot {
+    let (types, samples, skipped) = parse(text);
     let hostname = local_hostname();
     let mut values: BTreeMap<(String, String), f64> = BTreeMap::new();
     for s in samples {
         let key = (s.name.clone(), label_key(&s.labels, hostname.as_deref()));
         *values.entry(key).or_insert(0.0) += s.value;
     }
-    Ok(Snapshot { types, values })
+    Snapshot {
+        types,
+        values,
+        skipped,
+    }
 }
 
 /// Whether a metric is compared for presence only.
@@ -224,7 +267,12 @@ pub fn answer(names: &[String], base: &Snapshot, now: &Snapshot) -> Json {
             .map(|((_, labels), v)| (labels, *v))
             .collect();
         if series.is_empty() {
-            out.insert(name.clone(), json!("absent"));
+            let unparsable = now.skipped.iter().any(|l| {
+                l.strip_prefix(name.as_str())
+                    .is_some_and(|r| r.starts_with(['{', ' ', '\t']))
+            });
+            let what = if unparsable { "unparsable" } else { "absent" };
+            out.insert(name.clone(), json!(what));
             continue;
         }
         let kind = now.types.get(name).map(String::as_str);
@@ -371,13 +419,14 @@ odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/
 
     #[test]
     fn parses_and_normalises_labels() {
-        let (types, samples) = parse(TEXT).unwrap();
+        let (types, samples, skipped) = parse(TEXT);
+        assert!(skipped.is_empty(), "{skipped:?}");
         assert_eq!(types["hdds_dispatcher_counter"], "counter");
         assert_eq!(samples.len(), 6);
         assert_eq!(samples[4].name, "plain_metric");
         assert_eq!(samples[4].value, 1500.0);
         assert_eq!(samples[5].labels[0], ("a".into(), "x\"y\\z".into()));
-        let snap = snapshot(TEXT).unwrap();
+        let snap = snapshot(TEXT);
         let keys: Vec<_> = snap.values.keys().cloned().collect();
         assert!(keys.contains(&(
             "storage_container_metrics_num_echo".into(),
@@ -395,19 +444,35 @@ odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/
             ),
             "{}"
         );
-        assert!(parse("x{a=\"1\" 2").is_err());
-        assert!(parse("x{a=1} 2").is_err());
-        assert!(parse("x notanumber").is_err());
+    }
+
+    #[test]
+    fn hadoop_label_values_with_newlines_and_bad_lines() {
+        // What a real DataNode's JVM (MiniOzoneCluster) writes: raw newlines inside a label value.
+        let text = "# TYPE om_x counter\nom_x{context=\"dfs\",ratisevents=\"a|b\n2026-12-01 08:38:12|c\",hostname=\"vm\"} 0\n\
+                    bad{a=1} 2\nbad2 notanumber\nbad3{a=\"1\" 2\nafter{} 3\n";
+        let (types, samples, skipped) = parse(text);
+        assert_eq!(types["om_x"], "counter");
+        assert_eq!(samples.len(), 2, "{samples:?}");
+        assert_eq!(samples[0].labels[1].1, "a|b\n2026-12-01 08:38:12|c");
+        assert_eq!(samples[1].name, "after");
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        let snap = snapshot(text);
+        let a = answer(&["bad2".to_string(), "nothing".to_string()], &snap, &snap);
+        assert_eq!(
+            a,
+            json!({"prom": {"bad2": "unparsable", "nothing": "absent"}})
+        );
     }
 
     #[test]
     fn deltas_presence_and_absence() {
-        let base = snapshot(TEXT).unwrap();
+        let base = snapshot(TEXT);
         let later = TEXT
             .replace("hostname=\"vm\"} 3", "hostname=\"vm\"} 5")
             .replace("} 1234.5", "} 99")
             .replace("type=\"Echo\"} 7", "type=\"Echo\"} 8");
-        let now = snapshot(&format!("{later}new_counter{{x=\"1\"}} 4\n")).unwrap();
+        let now = snapshot(&format!("{later}new_counter{{x=\"1\"}} 4\n"));
         let names: Vec<String> = [
             "storage_container_metrics_num_echo",
             "storage_container_metrics_latency_ns_echo_avg_time",
