@@ -122,6 +122,11 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub answer_timeout: Duration,
 
+    /// Before each /prom reading, wait until the listed metrics have not changed for this long (a
+    /// real DataNode publishes them once per metrics period, 1 s in interop/ozone); 0 = one scrape.
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_duration)]
+    pub prom_settle: Duration,
+
     /// Directory for the targets' logs and info files (default: a new one under the temporary
     /// directory, removed after a run whose targets all started).
     #[arg(long, value_name = "DIR")]

@@ -81,14 +81,35 @@ fn step_ref(s: &StepResult) -> String {
     }
 }
 
+/// The differing steps, a step whose every repetition differs once: `1 (×20), 4`.
+fn differing_steps(o: &Outcome) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < o.differing.len() {
+        let first = &o.real[o.differing[i]];
+        let same_step = o.differing[i..]
+            .iter()
+            .take_while(|&&j| o.real[j].step == first.step)
+            .count();
+        if first.repeats > 1 && same_step == first.repeats as usize {
+            parts.push(format!("{} (×{})", first.step, first.repeats));
+        } else {
+            parts.extend(
+                o.differing[i..i + same_step]
+                    .iter()
+                    .map(|&j| step_ref(&o.real[j])),
+            );
+        }
+        i += same_step;
+    }
+    parts.join(", ")
+}
+
 fn same_cell(o: &Outcome) -> String {
     match o.verdict {
         Verdict::Identical => "yes".to_string(),
         Verdict::Declared => format!("declared ({})", o.declared.as_deref().unwrap_or("?")),
-        Verdict::Differ => {
-            let steps: Vec<String> = o.differing.iter().map(|&i| step_ref(&o.real[i])).collect();
-            format!("**no** (step {})", steps.join(", "))
-        }
+        Verdict::Differ => format!("**no** (step {})", differing_steps(o)),
     }
 }
 
@@ -122,13 +143,33 @@ pub fn render(outcomes: &[Outcome]) -> String {
             if !o.about.is_empty() {
                 writeln!(out, "{}", o.about).unwrap();
             }
+            // repetitions of a step that differ as the one before are listed, not shown again
+            let mut shown: Option<usize> = None;
+            let mut again: Vec<String> = Vec::new();
+            let flush = |out: &mut String, again: &mut Vec<String>| {
+                if !again.is_empty() {
+                    writeln!(out, "\nstep {}: the same difference", again.join(", ")).unwrap();
+                    again.clear();
+                }
+            };
             for &i in &o.differing {
                 let (real, sim) = (&o.real[i], &o.sim[i]);
+                if let Some(p) = shown
+                    && o.real[p].step == real.step
+                    && o.real[p].normalized == real.normalized
+                    && o.sim[p].normalized == sim.normalized
+                {
+                    again.push(step_ref(real));
+                    continue;
+                }
+                flush(&mut out, &mut again);
+                shown = Some(i);
                 write!(out, "\nstep {} ({}):\n", step_ref(real), real.label).unwrap();
                 out.push_str("```diff\n--- real DataNode\n+++ dn-sim\n");
                 out.push_str(&diff(&pretty(&real.normalized), &pretty(&sim.normalized)));
                 out.push_str("```\n");
             }
+            flush(&mut out, &mut again);
         }
     }
     let mut warnings = Vec::new();
@@ -292,6 +333,48 @@ mod tests {
             cell(&steps),
             "(SUCCESS); SUCCESS ×2; status INTERNAL \"a\\|b\""
         );
+    }
+
+    #[test]
+    fn repeated_differences_are_listed_once() {
+        let ok = json!({"response": {"result": "SUCCESS"}});
+        let bad = json!({"response": {"result": "IO_EXCEPTION"}});
+        let rep = |step: usize, repeat: u32, repeats: u32, answer: &Json| StepResult {
+            repeat,
+            repeats,
+            ..super::tests::step(step, answer.clone(), true)
+        };
+        let mut o = Outcome {
+            name: "r".into(),
+            family: "f".into(),
+            about: String::new(),
+            declared: None,
+            real: vec![
+                rep(1, 1, 3, &ok),
+                rep(1, 2, 3, &ok),
+                rep(1, 3, 3, &ok),
+                rep(2, 1, 1, &ok),
+            ],
+            sim: vec![
+                rep(1, 1, 3, &bad),
+                rep(1, 2, 3, &bad),
+                rep(1, 3, 3, &bad),
+                rep(2, 1, 1, &bad),
+            ],
+            verdict: Verdict::Identical,
+            differing: vec![],
+        };
+        o.judge();
+        let text = render(std::slice::from_ref(&o));
+        assert!(text.contains("**no** (step 1 (×3), 2)"), "{text}");
+        assert!(text.contains("\nstep 1#1 (Echo):\n"), "{text}");
+        assert!(
+            text.contains("\nstep 1#2, 1#3: the same difference\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nstep 2 (Echo):\n"), "{text}");
+        o.differing = vec![0, 2];
+        assert_eq!(differing_steps(&o), "1#1, 1#3");
     }
 
     #[test]

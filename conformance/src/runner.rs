@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::{Value as Json, json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 /// One answer of one side.
 #[derive(Debug, Clone, Serialize)]
@@ -173,14 +174,52 @@ fn message(kind: &StepKind, bindings: &Bindings) -> anyhow::Result<Bytes> {
     }
 }
 
-async fn scrape_snapshot(http: Option<&str>) -> Result<Snapshot, String> {
+/// A scrape of `/prom` once the listed metrics have stopped moving for `settle`: a real
+/// DataNode's Prometheus sink shows the metrics system's last snapshot (taken every
+/// `*.period`), so a single scrape may lag the requests just answered. `settle` zero: one scrape.
+async fn settled_snapshot(
+    http: Option<&str>,
+    names: &[String],
+    settle: Duration,
+) -> Result<Snapshot, String> {
     let http = http.ok_or("no HTTP address for /prom")?;
-    let text = prom::scrape(http).await.map_err(|e| format!("{e:#}"))?;
-    prom::snapshot(&text).map_err(|e| format!("{e:#}"))
+    let start = Instant::now();
+    let mut last: Option<(Vec<(String, String, u64)>, Instant)> = None;
+    loop {
+        let text = prom::scrape(http).await.map_err(|e| format!("{e:#}"))?;
+        let snapshot = prom::snapshot(&text);
+        if settle.is_zero() {
+            return Ok(snapshot);
+        }
+        let key: Vec<(String, String, u64)> = snapshot
+            .values
+            .iter()
+            .filter(|((name, _), _)| names.contains(name))
+            .map(|((n, l), v)| (n.clone(), l.clone(), v.to_bits()))
+            .collect();
+        let now = Instant::now();
+        match &last {
+            Some((previous, since)) if *previous == key => {
+                if now.duration_since(*since) >= settle {
+                    return Ok(snapshot);
+                }
+            }
+            _ => last = Some((key, now)),
+        }
+        if now.duration_since(start) > settle + PROM_SETTLE_LIMIT {
+            return Ok(snapshot);
+        }
+        tokio::time::sleep(PROM_POLL).await;
+    }
 }
 
+/// How often `/prom` is polled while it settles, and how long past `--prom-settle` it may keep
+/// moving before the last scrape is taken as it is.
+const PROM_POLL: Duration = Duration::from_millis(200);
+const PROM_SETTLE_LIMIT: Duration = Duration::from_secs(10);
+
 /// Plays a scenario on one side.
-async fn play(side: &Side, planned: &Planned) -> Vec<StepResult> {
+async fn play(side: &Side, planned: &Planned, settle: Duration) -> Vec<StepResult> {
     let scenario = &planned.scenario;
     let bindings = Bindings {
         containers: planned.containers.clone(),
@@ -188,10 +227,19 @@ async fn play(side: &Side, planned: &Planned) -> Vec<StepResult> {
         datanode_uuid: side.endpoint.uuid.clone(),
     };
     let http = side.endpoint.http.as_deref();
-    let baseline = if scenario.has_prom_step() {
-        Some(scrape_snapshot(http).await)
-    } else {
+    let prom_names: Vec<String> = scenario
+        .steps
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StepKind::Prom(names) => Some(names.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let baseline = if prom_names.is_empty() {
         None
+    } else {
+        Some(settled_snapshot(http, &prom_names, settle).await)
     };
     let mut stream: Option<OneStream> =
         (scenario.stream == StreamMode::OneStream).then(|| side.client.stream());
@@ -213,7 +261,7 @@ async fn play(side: &Side, planned: &Planned) -> Vec<StepResult> {
             StepKind::Sleep(d) => tokio::time::sleep(*d).await,
             StepKind::Prom(names) => {
                 let answer = match &baseline {
-                    Some(Ok(base)) => match scrape_snapshot(http).await {
+                    Some(Ok(base)) => match settled_snapshot(http, names, settle).await {
                         Ok(now) => prom::answer(names, base, &now),
                         Err(e) => json!({"runner_error": format!("/prom: {e}")}),
                     },
@@ -634,7 +682,11 @@ async fn run_group(
     };
     for planned in list {
         let s = &planned.scenario;
-        let (real, sim) = tokio::join!(play(&real_side, planned), play(&sim_side, planned));
+        let settle = run.args.prom_settle;
+        let (real, sim) = tokio::join!(
+            play(&real_side, planned, settle),
+            play(&sim_side, planned, settle)
+        );
         let mut outcome = Outcome {
             name: s.name.clone(),
             family: s.family.clone(),

@@ -151,6 +151,8 @@ fn two_dn_sims_answer_alike() {
         "--threads 1",
         "--containers",
         "1-50",
+        "--prom-settle",
+        "300ms",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -354,6 +356,8 @@ fn targets_given_by_address() {
         &sim_http,
         "--containers",
         "1-20",
+        "--prom-settle",
+        "300ms",
     ]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -381,6 +385,8 @@ fn targets_given_by_address() {
         &sim_addr,
         "--sim-uuid",
         sim_uuid,
+        "--prom-settle",
+        "0",
     ]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
