@@ -184,14 +184,16 @@ async fn settled_snapshot(
 ) -> Result<Snapshot, String> {
     let http = http.ok_or("no HTTP address for /prom")?;
     let start = Instant::now();
-    let mut last: Option<(Vec<(String, String, u64)>, Instant)> = None;
+    // the listed series' values (as bits) and since when they have been so
+    type Reading = Vec<(String, String, u64)>;
+    let mut last: Option<(Reading, Instant)> = None;
     loop {
         let text = prom::scrape(http).await.map_err(|e| format!("{e:#}"))?;
         let snapshot = prom::snapshot(&text);
         if settle.is_zero() {
             return Ok(snapshot);
         }
-        let key: Vec<(String, String, u64)> = snapshot
+        let key: Reading = snapshot
             .values
             .iter()
             .filter(|((name, _), _)| names.contains(name))
