@@ -7,7 +7,7 @@
 #
 # Usage: scripts/real-datanode.sh [--ozone-version V] [--containers LIST] [--info FILE]
 #                                 [--heap SIZE] [-D key=value]...
-#   --ozone-version  Ozone release whose jars run (default 2.2.0; first run downloads them)
+#   --ozone-version  Ozone release (default 2.2.0, from Maven Central; 2.0.0, 2.1.0 if built locally)
 #   --containers     container IDs to create, e.g. 1-100 (default 1); SCM numbers them 1, 2, 3, …
 #   --info FILE      also write `datanode ADDR`, `uuid UUID`, `http ADDR` (/prom), `version V`
 #   --heap           the JVM's maximum heap (default 1g)
@@ -33,7 +33,7 @@ command -v java >/dev/null || { echo "real-datanode.sh: java not found (Java 17 
 command -v mvn >/dev/null || { echo "real-datanode.sh: mvn not found (Maven is needed to fetch Ozone's jars)" >&2; exit 2; }
 
 "$root/interop/ozone/setup.sh" --ozone-version "$version" >&2
-cp="$root/interop/ozone/target/classes:$(cat "$root/interop/ozone/target/classpath-$version.txt")"
+cp="$root/interop/ozone/target/classes-$version:$(cat "$root/interop/ozone/target/classpath-$version.txt")"
 
 # What Ozone needs on Java 17 (its own launcher sets the same): reflective access for Netty's
 # direct buffers, Hadoop's and RocksDB's helpers, and a headless AWT-free JVM.

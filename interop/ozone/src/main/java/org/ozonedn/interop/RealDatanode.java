@@ -53,6 +53,18 @@ public final class RealDatanode {
       System.exit(2);
       return;
     }
+    try {
+      serve(parsed);
+    } catch (Throwable t) {
+      // Ozone's non-daemon threads would keep the JVM alive: a harness that cannot start says so
+      // and exits, rather than hang without its line.
+      System.err.println("real-datanode: failed: " + t);
+      t.printStackTrace();
+      System.exit(1);
+    }
+  }
+
+  private static void serve(Args parsed) throws Exception {
     // Everything Ozone logs goes to stderr; stdout carries the one line callers wait for.
     PrintStream stdout = System.out;
     System.setOut(System.err);
@@ -69,12 +81,22 @@ public final class RealDatanode {
     conf.set("hdds.datanode.volume.min.free.space", "64MB");
     conf.set("hdds.scm.safemode.min.datanode", "1");
     conf.set("ozone.scm.pipeline.owner.container.count", "1000");
+    // OM's gRPC server (for S3 gateways) binds a fixed port, 8981, which MiniOzoneCluster leaves
+    // alone: a second harness on this machine would fail to start on it. Any free port will do
+    // (an ephemeral one, outside the range MiniOzoneCluster numbers its own ports in).
+    conf.setInt("ozone.om.grpc.port", ephemeralPort());
     for (Map.Entry<String, String> e : parsed.defines.entrySet()) {
       conf.set(e.getKey(), e.getValue());
     }
 
     long started = System.nanoTime();
-    MiniOzoneCluster cluster = MiniOzoneCluster.newBuilder(conf).setNumDatanodes(1).build();
+    MiniOzoneCluster cluster;
+    try {
+      cluster = MiniOzoneCluster.newBuilder(conf).setNumDatanodes(1).build();
+    } catch (Exception e) {
+      deleteTree(base);
+      throw e;
+    }
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       try {
         cluster.shutdown();
@@ -117,6 +139,13 @@ public final class RealDatanode {
       // the input is ignored
     }
     System.exit(0);
+  }
+
+  /** A port free now, chosen by the kernel. */
+  private static int ephemeralPort() throws IOException {
+    try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+      return s.getLocalPort();
+    }
   }
 
   /** Allocates containers through SCM until every requested ID exists, then creates each on the DataNode. */
