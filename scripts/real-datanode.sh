@@ -46,7 +46,22 @@ jvm=(
     --add-opens java.base/java.util=ALL-UNNAMED
     --add-opens java.base/java.lang.reflect=ALL-UNNAMED
     --add-exports java.base/sun.nio.ch=ALL-UNNAMED
-    -Dlog4j2.level=WARN -Dlog4j.configuration=none
+    -Dlog4j2.level=WARN -Dlog4j.configuration=real-datanode-log4j.properties
 )
-# exec: the caller's SIGTERM and its closing of stdin reach the JVM itself.
-exec java "${jvm[@]}" -cp "$cp" org.ozonedn.interop.RealDatanode "${args[@]}"
+# Ozone's native-library loader unpacks into the working directory: run from a scratch one.
+work="$(mktemp -d "${TMPDIR:-/tmp}/real-datanode-cwd.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+# Not exec: the trap removes the scratch directory. The JVM gets the caller's SIGTERM forwarded
+# and reads the caller's stdin (closing it stops the DataNode).
+# (`<&0`: a background job's stdin would otherwise be /dev/null.)
+java "${jvm[@]}" -cp "$cp" org.ozonedn.interop.RealDatanode "${args[@]}" <&0 &
+pid=$!
+trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
+status=0
+wait "$pid" || status=$?
+# A trapped signal interrupts `wait`; wait again for the JVM's own exit.
+if kill -0 "$pid" 2>/dev/null; then
+    wait "$pid" || status=$?
+fi
+exit "$status"

@@ -89,6 +89,7 @@ public final class RealDatanode {
       conf.set(e.getKey(), e.getValue());
     }
 
+    claimPortRange();
     long started = System.nanoTime();
     MiniOzoneCluster cluster;
     try {
@@ -224,6 +225,42 @@ public final class RealDatanode {
       }
     }
     return null;
+  }
+
+  /** Ports the cluster takes (SCM, OM, DataNode, Ratis, HTTP): about 20; keep a margin. */
+  private static final int PORTS_NEEDED = 48;
+
+  /**
+   * MiniOzoneCluster numbers its ports from 15000 up (GenericTestUtils.PortAllocator) without
+   * checking that they are free, so two harnesses at once, or one started right after another, or
+   * anything else on 15000-15050 would collide, and the cluster then hangs in its start. Start the
+   * allocator at a random base whose whole range is free now.
+   */
+  private static void claimPortRange() {
+    java.util.Random random = new java.util.Random();
+    int min = org.apache.ozone.test.GenericTestUtils.PortAllocator.MIN_PORT;
+    int max = org.apache.ozone.test.GenericTestUtils.PortAllocator.MAX_PORT - PORTS_NEEDED;
+    for (int attempt = 0; attempt < 50; attempt++) {
+      int base = min + random.nextInt(max - min);
+      if (rangeIsFree(base, PORTS_NEEDED)) {
+        org.apache.ozone.test.GenericTestUtils.PortAllocator.NEXT_PORT.set(base);
+        return;
+      }
+    }
+    System.err.println("real-datanode: found no free range of " + PORTS_NEEDED
+        + " ports; using Ozone's default allocation from " + min);
+  }
+
+  private static boolean rangeIsFree(int base, int count) {
+    for (int port = base; port < base + count; port++) {
+      try (java.net.ServerSocket s = new java.net.ServerSocket()) {
+        s.setReuseAddress(false);
+        s.bind(new java.net.InetSocketAddress(port));
+      } catch (IOException e) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private static void deleteTree(Path base) {
