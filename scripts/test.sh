@@ -34,19 +34,26 @@ WORKLOAD=write NAME=exp-throttling-write scripts/exp-throttling.sh --quick
 echo "== conformance: dn-sim against a real Apache Ozone 2.2.0 DataNode (scripts/conformance.sh; the first run downloads ~270 MB of jars)"
 mkdir -p target
 status=0
+conformance_failed=0
 scripts/conformance.sh --ozone-version 2.2.0 --json target/conformance-2.2.0.json >target/conformance-2.2.0.md 2>target/conformance-2.2.0.log || status=$?
 case "$status" in
     0) tail -1 target/conformance-2.2.0.md ;;
     3) echo "!!! SKIPPED: the real-DataNode conformance checks did not run: $(tail -1 target/conformance-2.2.0.log) !!!" ;;
     *) cat target/conformance-2.2.0.md; tail -30 target/conformance-2.2.0.log
        echo "conformance: dn-sim differs from the real DataNode (exit $status; table above, target/conformance-2.2.0.md)"
-       exit 1 ;;
+       conformance_failed=1 ;;
 esac
 
 echo "== tests"
+tests_status=0
 if cargo nextest --version >/dev/null 2>&1; then
     # Last, so that its summary closes the output (the crates have no doctests).
-    cargo nextest run --workspace --locked --no-fail-fast
+    cargo nextest run --workspace --locked --no-fail-fast || tests_status=$?
 else
-    cargo test --workspace --locked --no-fail-fast
+    cargo test --workspace --locked --no-fail-fast || tests_status=$?
 fi
+if [ "$conformance_failed" != 0 ]; then
+    echo "FAILED: the conformance suite (see above, target/conformance-2.2.0.md)"
+    exit 1
+fi
+exit "$tests_status"
