@@ -41,6 +41,9 @@ import org.apache.hadoop.ozone.MiniOzoneCluster;
  */
 public final class RealDatanode {
 
+  /** How long a shutdown may take before the JVM halts. */
+  private static final long SHUTDOWN_LIMIT_MS = 30_000;
+
   private RealDatanode() {
   }
 
@@ -99,6 +102,21 @@ public final class RealDatanode {
       throw e;
     }
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      // A DataNode that ran out of heap (see docs/deviations.md, D1) can hang in its own shutdown:
+      // give it a while, then halt, so that a caller's SIGTERM or closed stdin always ends us.
+      Thread watchdog = new Thread(() -> {
+        try {
+          Thread.sleep(SHUTDOWN_LIMIT_MS);
+        } catch (InterruptedException e) {
+          return;
+        }
+        System.err.println("real-datanode: shutdown took over " + SHUTDOWN_LIMIT_MS / 1000
+            + " s; halting");
+        deleteTree(base);
+        Runtime.getRuntime().halt(1);
+      }, "real-datanode-shutdown-watchdog");
+      watchdog.setDaemon(true);
+      watchdog.start();
       try {
         cluster.shutdown();
       } catch (RuntimeException e) {
