@@ -216,31 +216,36 @@ impl Dispatcher {
         };
         match cmd {
             Type::Echo => self.echo(req, clock).await,
-            other => Ok(self.keyvalue.handle(other, req).await),
+            other => self.keyvalue.handle(other, req).await,
         }
     }
 
     /// `KeyValueHandler.handleEcho`: sleep `sleepTimeMs` on the handler, answer `payloadSizeResp`
-    /// bytes of random data; the request payload is ignored.
+    /// bytes of random data; the request payload is ignored. An absent `echo` is the default
+    /// request (an empty payload). Echo is a write unless `readOnly` is true, so a failure
+    /// (a negative size) marks the container UNHEALTHY, or fails the call (gRPC UNKNOWN) when the
+    /// container is not OPEN, CLOSING or RECOVERING.
     async fn echo(&self, mut req: Request, clock: &mut ServiceClock) -> Result<Response, Status> {
         let container = match self.keyvalue.store().lookup(req.container_id) {
             Ok(c) => c,
             Err(e) => return Ok(error(&mut req, e.result, e.message)),
         };
-        let Some(echo) = req.echo.take() else {
-            let msg = "Echo request has no echo field".to_string();
-            return Ok(error(&mut req, OzoneResult::MalformedRequest, msg));
-        };
+        let echo = req.echo.take().unwrap_or_default();
+        let write = echo.read_only != Some(true);
+        if let Some(resp) = self.keyvalue.check_node(&container, &mut req) {
+            return self.keyvalue.after_handler(write, &container, resp);
+        }
+        if let Some(ms) = echo.sleep_time_ms.filter(|&ms| ms > 0) {
+            // The DataNode sleeps on its worker thread: the handler stays busy.
+            clock.hold(Duration::from_millis(ms as u64)).await;
+        }
         let size = echo.payload_size_resp.unwrap_or(0);
         if size < 0 {
-            // The DN allocates `new byte[size]`, which throws; the dispatcher answers with
-            // CONTAINER_INTERNAL_ERROR (protocol.md §5), and a non-read-only echo is a failed
-            // write, which marks the container UNHEALTHY (§4 step 8).
-            if echo.read_only != Some(true) {
-                container.mark_unhealthy();
-            }
-            let msg = format!("java.lang.NegativeArraySizeException: {size}");
-            return Ok(error(&mut req, OzoneResult::ContainerInternalError, msg));
+            // commons-lang's `RandomUtils.nextBytes` / `randomBytes` refuses a negative count
+            // (after the sleep); the handler answers the RuntimeException.
+            let msg = "java.lang.IllegalArgumentException: Count cannot be negative.".to_string();
+            let resp = error(&mut req, OzoneResult::ContainerInternalError, msg);
+            return self.keyvalue.after_handler(write, &container, resp);
         }
         let size = size as usize;
         if size > common::MAX_MESSAGE_SIZE {
@@ -249,10 +254,6 @@ impl Dispatcher {
                 "gRPC message exceeds maximum size {}: {size}",
                 common::MAX_MESSAGE_SIZE
             )));
-        }
-        if let Some(ms) = echo.sleep_time_ms.filter(|&ms| ms > 0) {
-            // The DataNode sleeps on its worker thread: the handler stays busy.
-            clock.hold(Duration::from_millis(ms as u64)).await;
         }
         let mut resp = envelope(&mut req, OzoneResult::Success);
         resp.echo = Some(EchoResponseProto {

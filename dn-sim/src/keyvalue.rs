@@ -6,11 +6,20 @@
 //!
 //! Per type, a payload that does not match `cmdType` (e.g. WriteChunk without `writeChunk`) is
 //! MALFORMED_REQUEST "Cmd type does not match the payload.", as in the DataNode.
+//!
+//! Where releases differ the handler asks `self.node.version`: PutBlock size mismatches, the results that mark a container UNHEALTHY,
+//! the command types a release knows, ReadContainer's `bytesUsed`.
+//!
+//! A few outcomes are a gRPC status rather than a response, as in the DataNode: a failed write on
+//! a container that is not OPEN, CLOSING or RECOVERING (its `Preconditions.checkState` throws),
+//! a failed CreateContainer of a new container, 2.0's audit of a PutBlock whose size does not
+//! match, and command types the release does not define.
 
 use crate::dispatcher::{NodeIdentity, envelope, error};
 use crate::store::{
     Container, ContainerStore, PutBlock, StoreError, StoreResult, concat, read_piece_size,
 };
+use crate::version::OzoneVersion;
 use bytes::Bytes;
 use common::proto::container_data_proto::State;
 use common::proto::read_chunk_response_proto::ResponseData;
@@ -18,10 +27,13 @@ use common::proto::{
     BlockData, ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response,
     DataBuffers, FinalizeBlockResponseProto, GetBlockResponseProto,
     GetCommittedBlockLengthResponseProto, GetSmallFileResponseProto, ListBlockResponseProto,
-    PutBlockResponseProto, PutSmallFileResponseProto, ReadChunkResponseProto, ReadChunkVersion,
-    ReadContainerResponseProto, Result as OzoneResult, Type, WriteChunkResponseProto,
+    PutBlockResponseProto, PutSmallFileResponseProto, ReadBlockResponseProto,
+    ReadChunkResponseProto, ReadChunkVersion, ReadContainerResponseProto, Result as OzoneResult,
+    Type, WriteChunkResponseProto,
 };
+use prost::Message;
 use std::sync::Arc;
+use tonic::Status;
 
 pub struct KeyValueHandler {
     store: Arc<ContainerStore>,
@@ -30,6 +42,7 @@ pub struct KeyValueHandler {
 
 impl KeyValueHandler {
     pub fn new(store: Arc<ContainerStore>, node: NodeIdentity) -> Self {
+        store.set_version(node.version);
         Self { store, node }
     }
 
@@ -41,16 +54,28 @@ impl KeyValueHandler {
         &self.store
     }
 
-    /// Serves one request of any type but Echo, in the DataNode's order of checks.
-    pub async fn handle(&self, cmd: Type, mut req: Request) -> Response {
-        if cmd == Type::CreateContainer {
-            return self.create_container(&mut req);
+    /// Serves one request of any type but Echo, in the DataNode's order of checks. `Err` is a
+    /// gRPC status that fails the call (see the module notes).
+    pub async fn handle(&self, cmd: Type, mut req: Request) -> Result<Response, Status> {
+        let version = self.node.version;
+        match cmd {
+            // Types the release does not define fail to parse there (gRPC UNKNOWN).
+            Type::GetContainerChecksumInfo if !version.at_least(OzoneVersion::V2_1) => {
+                return Err(unparsable(version));
+            }
+            Type::ReadBlock if !version.at_least(OzoneVersion::V2_2) => {
+                return Err(unparsable(version));
+            }
+            // ReadBlock bypasses KeyValueHandler.handle: no node check, nothing marked.
+            Type::ReadBlock => return Ok(self.read_block(&mut req).await),
+            Type::CreateContainer => return self.create_container(&mut req),
+            _ => {}
         }
-        // Steps 4–5: the container, auto-created for WriteChunk, PutBlock and PutSmallFile
-        // unless `containerAutoCreate` is false; else CONTAINER_NOT_FOUND.
+        // Steps 4–5: the container, auto-created for WriteChunk, PutBlock, PutSmallFile and
+        // StreamInit (always: no release has `containerAutoCreate`); else CONTAINER_NOT_FOUND.
         let container = match self.container_for(cmd, &req) {
             Ok(c) => c,
-            Err(e) => return fail(&mut req, e),
+            Err(e) => return Ok(fail(&mut req, e)),
         };
         // Step 6: a full volume refuses data writes to an OPEN container before the handler.
         if matches!(cmd, Type::WriteChunk | Type::PutBlock | Type::PutSmallFile)
@@ -64,13 +89,22 @@ impl KeyValueHandler {
                 self.store.used(),
                 self.store.capacity()
             );
-            return error(&mut req, OzoneResult::DiskOutOfSpace, msg);
+            return Ok(error(&mut req, OzoneResult::DiskOutOfSpace, msg));
         }
+        let write = !is_read_only(cmd);
+        if let Some(resp) = self.check_node(&container, &mut req) {
+            return self.after_handler(write, &container, resp);
+        }
+        // 2.0's FAILURE audit re-parses a PutBlock's BlockData and throws on a size mismatch.
+        let audit_throws = version == OzoneVersion::V2_0 && bad_block_size(cmd, &req);
         let c = &container;
         let r = &mut req;
         let resp = match cmd {
             Type::ReadContainer => self.read_container(c, r),
+            Type::UpdateContainer => self.update_container(c, r),
+            Type::DeleteContainer => self.delete_container(c, r),
             Type::CloseContainer => self.close_container(c, r),
+            Type::GetContainerChecksumInfo => self.checksum_info(c, r).await,
             Type::PutBlock => self.put_block(c, r).await,
             Type::GetBlock => self.get_block(c, r).await,
             Type::GetCommittedBlockLength => self.get_committed_block_length(c, r).await,
@@ -83,60 +117,127 @@ impl KeyValueHandler {
             Type::DeleteBlock | Type::DeleteChunk => delete(r),
             other => unsupported(other, r),
         };
-        // Step 8: a failed write marks the container UNHEALTHY; later writes then answer
-        // CONTAINER_UNHEALTHY (reads still work).
-        if !is_read_only(cmd) && marks_unhealthy(resp.result) && container.mark_unhealthy() {
-            tracing::info!(
-                container = container.id(),
-                cmd = cmd.as_str_name(),
-                result = resp.result,
-                "marked container UNHEALTHY after a failed write"
-            );
+        let resp = self.after_handler(write, &container, resp)?;
+        if audit_throws && resp.result != OzoneResult::Success as i32 {
+            return Err(Status::new(tonic::Code::Unknown, ""));
         }
-        resp
+        Ok(resp)
+    }
+
+    /// `HddsDispatcher` after the handler (step 8): a failed write whose result is not ignorable
+    /// marks an OPEN, CLOSING or RECOVERING container UNHEALTHY (later writes then answer
+    /// CONTAINER_UNHEALTHY; reads still work); in any other state the DataNode's
+    /// `Preconditions.checkState` throws and the call fails with gRPC UNKNOWN, no description.
+    pub fn after_handler(
+        &self,
+        write: bool,
+        container: &Container,
+        resp: Response,
+    ) -> Result<Response, Status> {
+        if !write || !marks_unhealthy(self.node.version, resp.result) {
+            return Ok(resp);
+        }
+        match container.state() {
+            State::Open | State::Closing | State::Recovering => {
+                if container.mark_unhealthy() {
+                    tracing::info!(
+                        container = container.id(),
+                        cmd = resp.cmd_type,
+                        result = resp.result,
+                        "marked container UNHEALTHY after a failed write"
+                    );
+                }
+                Ok(resp)
+            }
+            _ => Err(Status::new(tonic::Code::Unknown, "")),
+        }
+    }
+
+    /// The EC check `KeyValueHandler.handle` runs for every type before its switch: a request
+    /// to an EC replica (replicaIndex > 0) must name this DataNode exactly.
+    pub fn check_node(&self, container: &Container, req: &mut Request) -> Option<Response> {
+        if container.replica_index() > 0 && req.datanode_uuid != self.node.datanode_uuid {
+            let msg = wrong_node(&req.datanode_uuid, &self.node.datanode_uuid);
+            return Some(error(req, OzoneResult::InvalidArgument, msg));
+        }
+        None
     }
 
     fn container_for(&self, cmd: Type, req: &Request) -> StoreResult<Arc<Container>> {
         if let Some(c) = self.store.get(req.container_id) {
             return Ok(c);
         }
-        // Only writes auto-create, unless `containerAutoCreate` is false; a payload-less write
-        // creates the container too, and is then answered MALFORMED_REQUEST.
-        let auto_create = match cmd {
-            Type::WriteChunk => req
-                .write_chunk
+        // Only writes auto-create (no release has `containerAutoCreate`: the field is ignored);
+        // a payload-less write creates the container too, and is then answered
+        // MALFORMED_REQUEST. The new container's replicaIndex is the request blockID's.
+        let replica_index = match cmd {
+            Type::WriteChunk => req.write_chunk.as_ref().map(|w| w.block_id.replica_index),
+            Type::PutBlock => req
+                .put_block
                 .as_ref()
-                .and_then(|w| w.container_auto_create),
-            Type::PutBlock => req.put_block.as_ref().and_then(|p| p.container_auto_create),
-            // PutSmallFile carries its PutBlock, and with it the flag.
-            Type::PutSmallFile => req
-                .put_small_file
-                .as_ref()
-                .and_then(|p| p.block.container_auto_create),
-            _ => Some(false),
+                .map(|p| p.block_data.block_id.replica_index),
+            Type::PutSmallFile | Type::StreamInit => Some(None),
+            _ => None,
+        };
+        let Some(replica_index) = replica_index.or(match cmd {
+            Type::WriteChunk | Type::PutBlock => Some(None),
+            _ => None,
+        }) else {
+            return self.store.lookup(req.container_id);
+        };
+        let replica_index = replica_index.unwrap_or(0);
+        if replica_index > 0 && req.datanode_uuid != self.node.datanode_uuid {
+            // The synthetic CreateContainer fails its EC check: INVALID_ARGUMENT.
+            return Err(StoreError::new(
+                OzoneResult::InvalidArgument,
+                format!("ContainerID {} creation failed", req.container_id),
+            ));
         }
-        .unwrap_or(true);
-        if auto_create {
-            Ok(self.store.get_or_create(req.container_id))
-        } else {
-            self.store.lookup(req.container_id)
-        }
+        Ok(self
+            .store
+            .get_or_create_replica(req.container_id, replica_index))
     }
 
-    /// CreateContainer: OPEN (or the requested `state`); CONTAINER_ALREADY_EXISTS if present.
-    pub fn create_container(&self, req: &mut Request) -> Response {
+    /// CreateContainer: OPEN (or the requested `state`), with `replicaIndex` and `metadata`;
+    /// CONTAINER_ALREADY_EXISTS if present (which 2.0 and 2.1 count as a failed write of the
+    /// existing container). An EC replica (`replicaIndex` > 0) must name this DataNode: else its
+    /// INVALID_ARGUMENT meets a null container in the dispatcher, which throws (gRPC UNKNOWN).
+    pub fn create_container(&self, req: &mut Request) -> Result<Response, Status> {
         let Some(create) = req.create_container.take() else {
-            return malformed(req);
+            return Ok(malformed(req));
         };
+        if let Some(existing) = self.store.get(req.container_id) {
+            if let Some(resp) = self.check_node(&existing, req) {
+                return self.after_handler(true, &existing, resp);
+            }
+            let resp = fail(
+                req,
+                StoreError::new(
+                    OzoneResult::ContainerAlreadyExists,
+                    "Container creation failed because key value container already exists",
+                ),
+            );
+            return self.after_handler(true, &existing, resp);
+        }
+        let replica_index = create.replica_index.unwrap_or(0);
+        if replica_index > 0 && req.datanode_uuid != self.node.datanode_uuid {
+            return Err(Status::new(tonic::Code::Unknown, ""));
+        }
         let state = create
             .state
             .and_then(|s| State::try_from(s).ok())
             .unwrap_or(State::Open);
-        let result = self.store.create(req.container_id, state);
-        respond(req, result, |resp, _| {
-            resp.message = Some(String::new()); // the DataNode's getSuccessResponse sets ""
-            resp.create_container = Some(Default::default());
-        })
+        let result = self
+            .store
+            .create_replica(req.container_id, state, replica_index);
+        match result {
+            Ok(c) => {
+                c.set_metadata(&create.metadata);
+                Ok(success(req))
+            }
+            // Created by a concurrent request in between.
+            Err(e) => Ok(fail(req, e)),
+        }
     }
 
     /// ReadContainer: the container's `ContainerDataProto`.
@@ -151,15 +252,140 @@ impl KeyValueHandler {
         resp
     }
 
+    /// UpdateContainer: SUCCESS, message "", no sub-message; see [`Container::update`].
+    pub fn update_container(&self, c: &Container, req: &mut Request) -> Response {
+        let Some(update) = req.update_container.take() else {
+            return malformed(req);
+        };
+        let force = update.force_update.unwrap_or(false);
+        match c.update(&update.metadata, force, &self.node.datanode_uuid) {
+            Ok(()) => success(req),
+            Err(e) => fail(req, e),
+        }
+    }
+
+    /// DeleteContainer: see [`Container::check_delete`]; on success the container is gone
+    /// (later requests: CONTAINER_NOT_FOUND, a write auto-creates it again).
+    pub fn delete_container(&self, c: &Container, req: &mut Request) -> Response {
+        let Some(delete) = req.delete_container.take() else {
+            return malformed(req);
+        };
+        match c.check_delete(delete.force_delete.unwrap_or(false)) {
+            Ok(()) => {
+                self.store.remove(c.id());
+                success(req)
+            }
+            Err(e) => fail(req, e),
+        }
+    }
+
+    /// GetContainerChecksumInfo (2.1+): UNCLOSED_CONTAINER_IO unless CLOSED, QUASI_CLOSED or
+    /// UNHEALTHY; else the envelope's containerID and a serialized `ContainerChecksumInfo` whose
+    /// tree lists the committed blocks and their chunks (dn-sim computes no tree checksums).
+    pub async fn checksum_info(&self, c: &Container, req: &mut Request) -> Response {
+        use common::proto::{
+            BlockMerkleTree, ChunkMerkleTree, ContainerChecksumInfo, ContainerMerkleTree,
+            GetContainerChecksumInfoResponseProto,
+        };
+        if req.get_container_checksum_info.take().is_none() {
+            return malformed(req);
+        }
+        if let Err(e) = c.check_checksum_info() {
+            return fail(req, e);
+        }
+        let blocks = c
+            .list_blocks(None, i32::MAX as u32)
+            .await
+            .unwrap_or_default();
+        let mut blocks: Vec<BlockMerkleTree> = blocks
+            .into_iter()
+            .map(|b| BlockMerkleTree {
+                block_id: Some(b.block_id.local_id),
+                chunk_merkle_tree: b
+                    .chunks
+                    .iter()
+                    .map(|ch| ChunkMerkleTree {
+                        offset: Some(ch.offset as i64),
+                        length: Some(ch.len as i64),
+                        checksum_matches: Some(true),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        blocks.sort_by_key(|b| b.block_id);
+        let info = ContainerChecksumInfo {
+            container_id: Some(c.id()),
+            container_merkle_tree: Some(ContainerMerkleTree {
+                block_merkle_tree: blocks,
+                ..Default::default()
+            }),
+        };
+        let mut resp = envelope(req, OzoneResult::Success);
+        resp.get_container_checksum_info = Some(GetContainerChecksumInfoResponseProto {
+            container_id: Some(c.id()),
+            container_checksum_info: Some(info.encode_to_vec().into()),
+        });
+        resp
+    }
+
+    /// ReadBlock (2.2, `HddsDispatcher.streamDataReadOnly`): the container must exist (no node
+    /// check, nothing marked); the block's data from the checksum window holding `offset`, with
+    /// the stored checksums covering it. The DataNode streams it as one response per
+    /// `responseDataSize` bytes (1 MiB by default); dn-sim answers one request with one
+    /// response, so several pieces are joined into one (data and checksums in order).
+    pub async fn read_block(&self, req: &mut Request) -> Response {
+        let container = match self.store.lookup(req.container_id) {
+            Ok(c) => c,
+            Err(e) => return fail(req, e),
+        };
+        let Some(read) = req.read_block.take() else {
+            return malformed(req);
+        };
+        let describe = read_block_text(&read);
+        let result = container
+            .read_block_pieces(
+                &read.block_id,
+                read.offset,
+                read.length.unwrap_or(0),
+                read.response_data_size.unwrap_or(0),
+                &describe,
+            )
+            .await;
+        respond(req, result, |resp, pieces| {
+            let mut pieces = pieces.into_iter();
+            let Some((mut checksum_data, offset, first)) = pieces.next() else {
+                // The DataNode sends no response at all; dn-sim answers an empty piece.
+                resp.read_block = Some(ReadBlockResponseProto {
+                    checksum_data: Default::default(),
+                    offset: read.offset,
+                    data: Bytes::new(),
+                });
+                return;
+            };
+            let mut data = vec![first];
+            for (sums, _, bytes) in pieces {
+                checksum_data.checksums.extend(sums.checksums);
+                data.push(bytes);
+            }
+            resp.read_block = Some(ReadBlockResponseProto {
+                checksum_data,
+                offset,
+                data: concat(data),
+            });
+        })
+    }
+
     /// CloseContainer: to CLOSED (idempotent); CONTAINER_UNHEALTHY for an unhealthy container.
     pub fn close_container(&self, c: &Container, req: &mut Request) -> Response {
         if req.close_container.take().is_none() {
             return malformed(req);
         }
-        respond(req, c.close(), |resp, ()| {
-            resp.message = Some(String::new()); // the DataNode's getSuccessResponse sets ""
-            resp.close_container = Some(Default::default());
-        })
+        match c.close() {
+            Ok(()) => success(req),
+            Err(e) => fail(req, e),
+        }
     }
 
     /// PutBlock: `eof` absent means true; `size` ≠ the chunk lengths' sum is MALFORMED_REQUEST;
@@ -168,9 +394,11 @@ impl KeyValueHandler {
         let Some(put) = req.put_block.take() else {
             return malformed(req);
         };
+        let version = self.node.version;
         let result = async {
             c.check_open()?;
-            let put = PutBlock::new(put.block_data, put.eof.unwrap_or(true))?;
+            let put = PutBlock::new(put.block_data, put.eof.unwrap_or(true))
+                .map_err(|e| bad_put_block(version, e))?;
             c.put_block(put).await
         }
         .await;
@@ -238,6 +466,7 @@ impl KeyValueHandler {
         let Some(write) = req.write_chunk.take() else {
             return malformed(req);
         };
+        let version = self.node.version;
         let result = async {
             c.check_open()?;
             // An absent chunkData reads as the default ChunkInfo in Java: len 0, a no-op write.
@@ -245,8 +474,21 @@ impl KeyValueHandler {
             let data = write.data.unwrap_or_default();
             match write.block {
                 Some(put) => {
-                    // Checked before the write, so a malformed PutBlock stores nothing.
-                    let put = PutBlock::new(put.block_data, put.eof.unwrap_or(false))?;
+                    // Handled after the write: a malformed PutBlock fails with the chunk
+                    // written (2.1+: IO_EXCEPTION "Write Chunk failed"; 2.0: the handler's
+                    // RuntimeException catch).
+                    let put =
+                        PutBlock::new(put.block_data, put.eof.unwrap_or(false)).map_err(|_| {
+                            match version {
+                                OzoneVersion::V2_0 => StoreError::new(
+                                    OzoneResult::ContainerInternalError,
+                                    "java.lang.IllegalArgumentException",
+                                ),
+                                _ => {
+                                    StoreError::new(OzoneResult::IoException, "Write Chunk failed")
+                                }
+                            }
+                        });
                     c.write_chunk_and_put(&write.block_id, &chunk, data, put)
                         .await
                         .map(Some)
@@ -291,15 +533,27 @@ impl KeyValueHandler {
         let Some(small) = req.put_small_file.take() else {
             return malformed(req);
         };
+        let version = self.node.version;
         let result = async {
             c.check_open()?;
-            // The request's BlockData is checked as sent, then its chunks become the one chunk.
-            let mut block = PutBlock::new(small.block.block_data, true)?.block().clone();
+            // The request's BlockData is checked as sent (2.1+: PUT_SMALL_FILE_ERROR "Read Chunk
+            // failed" (sic); 2.0: the handler's RuntimeException catch, then the audit throws),
+            // then its chunks become the one chunk.
+            let mut block = PutBlock::new(small.block.block_data, true)
+                .map_err(|_| match version {
+                    OzoneVersion::V2_0 => StoreError::new(
+                        OzoneResult::ContainerInternalError,
+                        "java.lang.IllegalArgumentException",
+                    ),
+                    _ => StoreError::new(OzoneResult::PutSmallFileError, "Read Chunk failed"),
+                })?
+                .block()
+                .clone();
             block.chunks = vec![small.chunk_info.clone()];
             block.size = None;
             let put = PutBlock::new(block, true)?;
             let block_id = put.block().block_id;
-            c.write_chunk_and_put(&block_id, &small.chunk_info, small.data, put)
+            c.write_chunk_and_put(&block_id, &small.chunk_info, small.data, Ok(put))
                 .await
         }
         .await;
@@ -324,7 +578,7 @@ impl KeyValueHandler {
                 // The DataNode builds the answer from a null ChunkInfo and fails.
                 None => Err(StoreError::new(
                     OzoneResult::ContainerInternalError,
-                    "java.lang.NullPointerException: GetSmallFile of a block without chunks",
+                    "java.lang.NullPointerException",
                 )),
             });
         respond(req, result, |resp, (chunk_data, buffers)| {
@@ -356,22 +610,102 @@ fn is_read_only(cmd: Type) -> bool {
     )
 }
 
-/// Whether a failed write's result marks the container UNHEALTHY (`canIgnoreException`).
-/// DISK_OUT_OF_SPACE does not: the DataNode answers it from its volume check before the handler
-/// runs, and dn-sim's capacity check inside a write stands for that check.
-fn marks_unhealthy(result: i32) -> bool {
-    !matches!(
-        OzoneResult::try_from(result),
-        Ok(OzoneResult::Success
+/// Whether a failed write's result marks the container UNHEALTHY (`canIgnoreException`; 2.2
+/// added MALFORMED_REQUEST and CONTAINER_ALREADY_EXISTS to the ignored ones). DISK_OUT_OF_SPACE
+/// does not: the DataNode answers it from its volume check before the handler runs, and
+/// dn-sim's capacity check inside a write stands for that check.
+pub fn marks_unhealthy(version: OzoneVersion, result: i32) -> bool {
+    match OzoneResult::try_from(result) {
+        Ok(
+            OzoneResult::Success
             | OzoneResult::ContainerUnhealthy
             | OzoneResult::ClosedContainerIo
             | OzoneResult::DeleteOnOpenContainer
             | OzoneResult::UnsupportedRequest
-            | OzoneResult::MalformedRequest
             | OzoneResult::ContainerMissing
-            | OzoneResult::ContainerAlreadyExists
-            | OzoneResult::DiskOutOfSpace)
+            | OzoneResult::DiskOutOfSpace,
+        ) => false,
+        Ok(OzoneResult::MalformedRequest | OzoneResult::ContainerAlreadyExists) => {
+            !version.at_least(OzoneVersion::V2_2)
+        }
+        _ => true,
+    }
+}
+
+/// A PutBlock whose `size` is not the sum of its chunks' lengths, as each release answers it:
+/// 2.2 MALFORMED_REQUEST "Malformed PutBlock request" (not marked), 2.1 IO_EXCEPTION "Put Key
+/// failed" (marks), 2.0 the handler's RuntimeException catch (marks; then the audit throws).
+fn bad_put_block(version: OzoneVersion, _e: StoreError) -> StoreError {
+    match version {
+        OzoneVersion::V2_0 => StoreError::new(
+            OzoneResult::ContainerInternalError,
+            "java.lang.IllegalArgumentException",
+        ),
+        OzoneVersion::V2_1 => StoreError::new(OzoneResult::IoException, "Put Key failed"),
+        OzoneVersion::V2_2 => {
+            StoreError::new(OzoneResult::MalformedRequest, "Malformed PutBlock request")
+        }
+    }
+}
+
+/// Whether a PutBlock or PutSmallFile carries a BlockData whose `size` ≠ its chunks' sum.
+fn bad_block_size(cmd: Type, req: &Request) -> bool {
+    let block = match cmd {
+        Type::PutBlock => req.put_block.as_ref().map(|p| &p.block_data),
+        Type::PutSmallFile => req.put_small_file.as_ref().map(|p| &p.block.block_data),
+        _ => None,
+    };
+    block.is_some_and(|b| PutBlock::new(b.clone(), true).is_err())
+}
+
+/// The EC node check's message (`KeyValueHandler.validateRequestDatanodeId`).
+fn wrong_node(request_uuid: &str, node_uuid: &str) -> String {
+    format!(
+        "Request is trying to write to node with uuid : {request_uuid} but the current nodeId \
+         is: {node_uuid} ."
     )
+}
+
+/// A command type the release does not define: a parse failure, gRPC UNKNOWN (2.0's grpc sends
+/// no description).
+fn unparsable(version: OzoneVersion) -> Status {
+    let msg = if version.at_least(OzoneVersion::V2_1) {
+        "Application error processing RPC"
+    } else {
+        ""
+    };
+    Status::new(tonic::Code::Unknown, msg)
+}
+
+/// `ReadBlockRequestProto.toString()` (protobuf text format), for ReadBlock's error messages.
+fn read_block_text(read: &common::proto::ReadBlockRequestProto) -> String {
+    let id = &read.block_id;
+    let mut s = format!(
+        "blockID {{\n  containerID: {}\n  localID: {}\n",
+        id.container_id, id.local_id
+    );
+    if let Some(b) = id.block_commit_sequence_id {
+        s.push_str(&format!("  blockCommitSequenceId: {b}\n"));
+    }
+    if let Some(r) = id.replica_index {
+        s.push_str(&format!("  replicaIndex: {r}\n"));
+    }
+    s.push_str(&format!("}}\noffset: {}\n", read.offset));
+    if let Some(l) = read.length {
+        s.push_str(&format!("length: {l}\n"));
+    }
+    if let Some(n) = read.response_data_size {
+        s.push_str(&format!("responseDataSize: {n}\n"));
+    }
+    s
+}
+
+/// `getSuccessResponse`: SUCCESS, message "", no sub-message (CreateContainer, UpdateContainer,
+/// DeleteContainer, CloseContainer).
+fn success(req: &mut Request) -> Response {
+    let mut resp = envelope(req, OzoneResult::Success);
+    resp.message = Some(String::new());
+    resp
 }
 
 /// The answer: success with `fill` applied, or the store's error.
@@ -401,8 +735,7 @@ fn malformed(req: &mut Request) -> Response {
 }
 
 /// ListContainer, ListChunk and CompactChunk are unsupported in the DataNode too; the other
-/// types dn-sim does not simulate (UpdateContainer, DeleteContainer, the Stream* types,
-/// GetContainerChecksumInfo, ReadBlock) answer the same code and say so.
+/// types dn-sim does not simulate (the Stream* types) answer the same code and say so.
 fn unsupported(cmd: Type, req: &mut Request) -> Response {
     let msg = match cmd {
         Type::ListContainer | Type::ListChunk | Type::CompactChunk => {

@@ -192,7 +192,10 @@ async fn containers_are_created_read_and_closed_like_a_datanode() {
     assert_eq!(data1.container_id, 1);
     assert_eq!(data1.state, Some(State::Open as i32));
     assert_eq!(data1.container_type, Some(1)); // KeyValueContainer
-    assert_eq!((data1.bytes_used, data1.block_count), (Some(0), Some(0)));
+    // 2.1+: no bytesUsed while 0; never a size; always an absolute containerPath.
+    assert_eq!((data1.bytes_used, data1.block_count), (None, Some(0)));
+    assert_eq!(data1.size, None);
+    assert!(data1.container_path.unwrap().starts_with('/'));
 
     let resp = expect(&mut c, read_container(99), OzoneResult::ContainerNotFound).await;
     assert_eq!(
@@ -255,7 +258,7 @@ async fn containers_are_created_read_and_closed_like_a_datanode() {
 }
 
 #[tokio::test]
-async fn writes_auto_create_containers_unless_told_not_to() {
+async fn writes_auto_create_containers_whatever_container_auto_create_says() {
     let (server, mut c) = default_server().await;
     expect(
         &mut c,
@@ -291,17 +294,15 @@ async fn writes_auto_create_containers_unless_told_not_to() {
         .as_mut()
         .unwrap()
         .container_auto_create = Some(false);
-    let resp = expect(&mut c, no_create, OzoneResult::ContainerNotFound).await;
-    assert_eq!(
-        resp.message.as_deref(),
-        Some("ContainerID 53 does not exist")
-    );
-    let mut no_create = put_block(53, block_data(53, 1, vec![]));
+    // No release 2.0–2.2 has the field: it is ignored.
+    expect(&mut c, no_create, OzoneResult::Success).await;
+    let mut no_create = put_block(54, block_data(54, 1, vec![]));
     no_create.put_block.as_mut().unwrap().container_auto_create = Some(false);
-    expect(&mut c, no_create, OzoneResult::ContainerNotFound).await;
+    expect(&mut c, no_create, OzoneResult::Success).await;
+    assert_eq!(container_data(&mut c, 53).await.bytes_used, Some(10));
     // Reads and other commands never create a container.
-    expect(&mut c, get_block(53, 1), OzoneResult::ContainerNotFound).await;
-    expect(&mut c, read_container(53), OzoneResult::ContainerNotFound).await;
+    expect(&mut c, get_block(55, 1), OzoneResult::ContainerNotFound).await;
+    expect(&mut c, read_container(55), OzoneResult::ContainerNotFound).await;
     // Echo goes through the same store.
     let mut echo = req(Type::Echo, 50);
     echo.echo = Some(EchoRequestProto {
@@ -310,7 +311,7 @@ async fn writes_auto_create_containers_unless_told_not_to() {
         ..Default::default()
     });
     expect(&mut c, echo.clone(), OzoneResult::Success).await;
-    echo.container_id = 53;
+    echo.container_id = 55;
     expect(&mut c, echo, OzoneResult::ContainerNotFound).await;
     server.shutdown().await;
 }
@@ -390,7 +391,7 @@ async fn chunk_writes_follow_file_per_block_rules() {
         resp.message.as_deref(),
         Some("Unexpected buffer size. expected: 100, actual: 99")
     );
-    assert_eq!(container_data(&mut c, 3).await.bytes_used, Some(0));
+    assert_eq!(container_data(&mut c, 3).await.bytes_used, None);
     assert_eq!(state(&mut c, 3).await, State::Unhealthy);
     server.shutdown().await;
 }
@@ -460,7 +461,7 @@ async fn put_block_get_block_list_and_finalize() {
     let mut bad = block_data(1, 10, chunks.clone());
     bad.size = Some(2999);
     let resp = expect(&mut c, put_block(1, bad), OzoneResult::MalformedRequest).await;
-    assert!(resp.message.unwrap().contains("2999"));
+    assert_eq!(resp.message.as_deref(), Some("Malformed PutBlock request"));
     expect(&mut c, get_block(1, 10), OzoneResult::NoSuchBlock).await;
 
     // eof absent = end of block; the response carries committedBlockLength.
@@ -526,8 +527,19 @@ async fn put_block_get_block_list_and_finalize() {
         .await;
     }
     let mut list = req(Type::ListBlock, 1);
+    // A startLocalID that is not a block: an empty list.
     list.list_block = Some(ListBlockRequestProto {
         start_local_id: Some(11),
+        count: 5,
+    });
+    let blocks = expect(&mut c, list.clone(), OzoneResult::Success)
+        .await
+        .list_block
+        .unwrap()
+        .block_data;
+    assert!(blocks.is_empty());
+    list.list_block = Some(ListBlockRequestProto {
+        start_local_id: Some(20),
         count: 5,
     });
     let blocks = expect(&mut c, list.clone(), OzoneResult::Success)
@@ -588,7 +600,8 @@ async fn a_piggybacked_put_block_answers_the_committed_length() {
         .block_data;
     assert_eq!(stored.chunks, vec![info]);
 
-    // A malformed piggybacked PutBlock stores nothing, not even the chunk.
+    // A malformed piggybacked PutBlock fails after the chunk was written, and marks the
+    // container.
     let mut w = write_chunk(1, 4, 0, d.clone());
     w.write_chunk.as_mut().unwrap().block = Some(PutBlockRequestProto {
         block_data: BlockData {
@@ -597,14 +610,11 @@ async fn a_piggybacked_put_block_answers_the_committed_length() {
         },
         ..Default::default()
     });
-    expect(&mut c, w, OzoneResult::MalformedRequest).await;
+    let resp = expect(&mut c, w, OzoneResult::IoException).await;
+    assert_eq!(resp.message.as_deref(), Some("Write Chunk failed"));
     let info = chunk(0, &d, 16 << 10);
-    expect(
-        &mut c,
-        read_chunk(1, 4, info, false),
-        OzoneResult::UnableToFindChunk,
-    )
-    .await;
+    expect(&mut c, read_chunk(1, 4, info, false), OzoneResult::Success).await;
+    assert_eq!(state(&mut c, 1).await, State::Unhealthy);
     server.shutdown().await;
 }
 
@@ -1023,13 +1033,12 @@ async fn unserved_and_delete_types() {
         resp.message.as_deref(),
         Some("Server does not support this command yet.")
     );
-    let resp = expect(
+    expect(
         &mut c,
         req(Type::ReadBlock, 1),
-        OzoneResult::UnsupportedRequest,
+        OzoneResult::MalformedRequest,
     )
     .await;
-    assert!(resp.message.unwrap().contains("not simulated"));
     expect(
         &mut c,
         req(Type::ListChunk, 77),
@@ -1220,4 +1229,285 @@ async fn chunk_bytes_are_counted_under_the_datanode_metric_names() {
         .find(|l| l.starts_with("storage_container_metrics_bytes_write_chunk{"))
         .unwrap();
     assert!(line.ends_with(" 5000"), "{line}");
+}
+
+async fn versioned_server(version: &str) -> (RunningServer, Client<Channel>) {
+    let mut config = Config::loopback();
+    config.containers = "1-9".parse().unwrap();
+    config.ozone_version = version.parse().unwrap();
+    config.datanode_uuid = "dn-test".into();
+    server_with(config).await
+}
+
+/// One request; the response or the gRPC status that failed the call.
+async fn call(client: &mut Client<Channel>, req: Req) -> Result<Resp, tonic::Status> {
+    let mut inbound = client.send(tokio_stream::once(req)).await?.into_inner();
+    Ok(inbound.message().await?.expect("one response"))
+}
+
+fn delete_container(container: i64, force: bool) -> Req {
+    let mut r = req(Type::DeleteContainer, container);
+    r.delete_container = Some(common::proto::DeleteContainerRequestProto {
+        force_delete: Some(force),
+    });
+    r
+}
+
+fn close_container(container: i64) -> Req {
+    let mut r = req(Type::CloseContainer, container);
+    r.close_container = Some(CloseContainerRequestProto {});
+    r
+}
+
+#[tokio::test]
+async fn delete_update_and_checksum_info_of_containers() {
+    let (server, mut c) = versioned_server("2.2").await;
+    let resp = expect(
+        &mut c,
+        delete_container(1, false),
+        OzoneResult::DeleteOnOpenContainer,
+    )
+    .await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("Deletion of Open Container is not allowed.")
+    );
+    assert_eq!(state(&mut c, 1).await, State::Open, "ignorable: not marked");
+    let resp = expect(&mut c, delete_container(1, true), OzoneResult::Success).await;
+    assert_eq!(resp.message.as_deref(), Some(""));
+    assert!(resp.delete_container.is_none());
+    let resp = expect(&mut c, read_container(1), OzoneResult::ContainerNotFound).await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("ContainerID 1 does not exist")
+    );
+
+    // CLOSED and non-empty: the DataNode's checkState throws (gRPC UNKNOWN), the container stays.
+    let d = data(512, 1);
+    expect(
+        &mut c,
+        write_chunk(2, 1, 0, d.clone()),
+        OzoneResult::Success,
+    )
+    .await;
+    let block = block_data(2, 1, vec![chunk(0, &d, 16 << 10)]);
+    expect(&mut c, put_block(2, block), OzoneResult::Success).await;
+    let resp = expect(&mut c, close_container(2), OzoneResult::Success).await;
+    assert_eq!(resp.message.as_deref(), Some(""));
+    assert!(resp.close_container.is_none());
+    let status = call(&mut c, delete_container(2, false)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unknown);
+    assert_eq!(status.message(), "");
+    assert_eq!(state(&mut c, 2).await, State::Closed);
+    // CLOSED and empty: deleted.
+    expect(&mut c, close_container(3), OzoneResult::Success).await;
+    expect(&mut c, delete_container(3, false), OzoneResult::Success).await;
+    expect(&mut c, read_container(3), OzoneResult::ContainerNotFound).await;
+
+    // UpdateContainer.
+    let mut update = req(Type::UpdateContainer, 4);
+    update.update_container = Some(Default::default());
+    let resp = expect(&mut c, update, OzoneResult::Success).await;
+    assert_eq!(resp.message.as_deref(), Some(""));
+
+    // GetContainerChecksumInfo: closed containers only.
+    let mut info = req(Type::GetContainerChecksumInfo, 4);
+    info.get_container_checksum_info = Some(Default::default());
+    let resp = expect(&mut c, info.clone(), OzoneResult::UnclosedContainerIo).await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("Checksum information is not available for containers in state OPEN")
+    );
+    info.container_id = 2;
+    let resp = expect(&mut c, info, OzoneResult::Success).await;
+    assert_eq!(
+        resp.get_container_checksum_info.unwrap().container_id,
+        Some(2)
+    );
+    server.shutdown().await;
+
+    // 2.0 and 2.1 do not know GetContainerChecksumInfo; 2.0 and 2.1 not ReadBlock.
+    for (version, description) in [("2.0", ""), ("2.1", "Application error processing RPC")] {
+        let (server, mut c) = versioned_server(version).await;
+        let mut r = req(Type::ReadBlock, 1);
+        r.read_block = Some(Default::default());
+        let status = call(&mut c, r).await.unwrap_err();
+        assert_eq!(
+            (status.code(), status.message()),
+            (tonic::Code::Unknown, description)
+        );
+        if version == "2.0" {
+            let mut info = req(Type::GetContainerChecksumInfo, 1);
+            info.get_container_checksum_info = Some(Default::default());
+            assert!(call(&mut c, info).await.is_err());
+            // 2.0 always reports bytesUsed.
+            assert_eq!(container_data(&mut c, 1).await.bytes_used, Some(0));
+        }
+        server.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn read_block_answers_the_block_with_its_checksums() {
+    let (server, mut c) = versioned_server("2.2").await;
+    let d = data(40000, 5);
+    expect(
+        &mut c,
+        write_chunk(1, 1, 0, d.clone()),
+        OzoneResult::Success,
+    )
+    .await;
+    let info = chunk(0, &d, 16 << 10);
+    let sums = info.checksum_data.checksums.clone();
+    expect(
+        &mut c,
+        put_block(1, block_data(1, 1, vec![info])),
+        OzoneResult::Success,
+    )
+    .await;
+    let mut r = req(Type::ReadBlock, 1);
+    r.read_block = Some(common::proto::ReadBlockRequestProto {
+        block_id: bid(1, 1),
+        offset: 20000,
+        length: Some(100),
+        response_data_size: None,
+    });
+    let read = expect(&mut c, r.clone(), OzoneResult::Success)
+        .await
+        .read_block
+        .unwrap();
+    // From the window holding offset 20000 (16384) to the end of the block.
+    assert_eq!(read.offset, 16384);
+    assert_eq!(read.data, d.slice(16384..));
+    assert_eq!(read.checksum_data.checksums, sums[1..].to_vec());
+    r.read_block.as_mut().unwrap().block_id = bid(1, 2);
+    let resp = expect(&mut c, r, OzoneResult::IoException).await;
+    assert!(
+        resp.message
+            .unwrap()
+            .starts_with("Failed to readBlock blockID {")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn echo_without_its_field_and_with_a_negative_size() {
+    let (server, mut c) = versioned_server("2.2").await;
+    let resp = expect(&mut c, req(Type::Echo, 1), OzoneResult::Success).await;
+    assert_eq!(resp.echo.unwrap().payload.unwrap().len(), 0);
+    let mut neg = req(Type::Echo, 1);
+    neg.echo = Some(EchoRequestProto {
+        payload_size_resp: Some(-1),
+        read_only: Some(true),
+        ..Default::default()
+    });
+    let resp = expect(&mut c, neg.clone(), OzoneResult::ContainerInternalError).await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("java.lang.IllegalArgumentException: Count cannot be negative.")
+    );
+    assert_eq!(state(&mut c, 1).await, State::Open, "read-only: not marked");
+    // A non-read-only failure marks an OPEN container, and fails the call on a CLOSED one.
+    neg.echo.as_mut().unwrap().read_only = None;
+    expect(&mut c, neg.clone(), OzoneResult::ContainerInternalError).await;
+    assert_eq!(state(&mut c, 1).await, State::Unhealthy);
+    expect(&mut c, close_container(2), OzoneResult::Success).await;
+    neg.container_id = 2;
+    let status = call(&mut c, neg).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unknown);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn ec_replicas_check_the_node_and_the_replica_index() {
+    let (server, mut c) = versioned_server("2.2").await;
+    let mut create = req(Type::CreateContainer, 20);
+    create.create_container = Some(CreateContainerRequestProto {
+        replica_index: Some(1),
+        ..Default::default()
+    });
+    expect(&mut c, create.clone(), OzoneResult::Success).await;
+    let d = data(100, 1);
+    let mut w = write_chunk(20, 1, 0, d.clone());
+    w.write_chunk.as_mut().unwrap().block_id.replica_index = Some(1);
+    expect(&mut c, w, OzoneResult::Success).await;
+    let mut block = block_data(20, 1, vec![chunk(0, &d, 16 << 10)]);
+    block.block_id.replica_index = Some(1);
+    expect(&mut c, put_block(20, block), OzoneResult::Success).await;
+    let mut get = get_block(20, 1);
+    get.get_block.as_mut().unwrap().block_id.replica_index = Some(2);
+    let resp = expect(&mut c, get, OzoneResult::ContainerNotFound).await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("Unable to find the Container with replicaIdx 2. Container 20 replicaIdx is 1.")
+    );
+    let resp = expect(&mut c, get_block(20, 9), OzoneResult::NoSuchBlock).await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("Unable to find the block. BlockID : conID: 20 locID: 9 bcsId: 0 replicaIndex: null")
+    );
+    // Another node's UUID: INVALID_ARGUMENT for any type (reads too).
+    let mut other = read_container(20);
+    other.datanode_uuid = "someone-else".into();
+    let resp = expect(&mut c, other, OzoneResult::InvalidArgument).await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some(
+            "Request is trying to write to node with uuid : someone-else but the current nodeId \
+             is: dn-test ."
+        )
+    );
+    // A new EC container for another node cannot be created: gRPC UNKNOWN.
+    create.container_id = 21;
+    create.datanode_uuid = "someone-else".into();
+    assert_eq!(
+        call(&mut c, create).await.unwrap_err().code(),
+        tonic::Code::Unknown
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn put_block_size_mismatch_per_release() {
+    for version in ["2.0", "2.1", "2.2"] {
+        let (server, mut c) = versioned_server(version).await;
+        let d = data(100, 1);
+        expect(
+            &mut c,
+            write_chunk(1, 1, 0, d.clone()),
+            OzoneResult::Success,
+        )
+        .await;
+        let mut bad = block_data(1, 1, vec![chunk(0, &d, 16 << 10)]);
+        bad.size = Some(5);
+        let answer = call(&mut c, put_block(1, bad)).await;
+        match version {
+            "2.0" => assert_eq!(answer.unwrap_err().code(), tonic::Code::Unknown),
+            "2.1" => {
+                let resp = answer.unwrap();
+                assert_eq!(resp.result, OzoneResult::IoException as i32);
+                assert_eq!(resp.message.as_deref(), Some("Put Key failed"));
+            }
+            _ => {
+                let resp = answer.unwrap();
+                assert_eq!(resp.result, OzoneResult::MalformedRequest as i32);
+                assert_eq!(resp.message.as_deref(), Some("Malformed PutBlock request"));
+            }
+        }
+        let marked = if version == "2.2" {
+            State::Open
+        } else {
+            State::Unhealthy
+        };
+        assert_eq!(state(&mut c, 1).await, marked, "{version}");
+        // 2.0/2.1 also mark on MALFORMED_REQUEST (a write without its payload).
+        expect(
+            &mut c,
+            req(Type::WriteChunk, 2),
+            OzoneResult::MalformedRequest,
+        )
+        .await;
+        assert_eq!(state(&mut c, 2).await, marked, "{version}");
+        server.shutdown().await;
+    }
 }

@@ -5,7 +5,7 @@
 //!
 //! [`Container`]: super::Container
 
-use super::dir::{self, BlockFile};
+use super::dir::BlockFile;
 use super::memory::Segments;
 use super::{Shared, StoreError, StoreKind, StoreResult, discard};
 use bytes::{Bytes, BytesMut};
@@ -48,8 +48,9 @@ pub struct PutBlock {
 
 impl PutBlock {
     /// `eof`: whether the PutBlock ends the block (a PutBlock request without `eof` counts as
-    /// true; a piggybacked one as false). A `size` that differs from the chunk lengths' sum is
-    /// MALFORMED_REQUEST.
+    /// true; a piggybacked one as false). A `size` that differs from the chunk lengths' sum fails
+    /// with MALFORMED_REQUEST and the text of 2.1+'s `CodecException`; each caller answers it as
+    /// its release does (see `keyvalue`).
     pub fn new(mut block: BlockData, eof: bool) -> StoreResult<Self> {
         // Java sums the lengths as `long`s; wrapping keeps that behaviour for absurd inputs.
         let sum = block
@@ -61,11 +62,7 @@ impl PutBlock {
         {
             return Err(StoreError::new(
                 OzoneResult::MalformedRequest,
-                format!(
-                    "Size mismatch: BlockData.size is {size} but the lengths of its {} chunks \
-                     add up to {sum}",
-                    block.chunks.len()
-                ),
+                format!("Size mismatch: size (={size}) != sum of chunks (={sum})"),
             ));
         }
         block.size = Some(sum);
@@ -111,6 +108,11 @@ enum BlockBytes {
 }
 
 impl BlockState {
+    /// The block file's length.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
     /// Whether the block's data exists (the DataNode's block file).
     pub fn has_data(&self) -> bool {
         self.bytes.is_some()
@@ -190,8 +192,8 @@ impl BlockState {
                         BlockBytes::Memory(segments)
                     }
                     StoreKind::Discard => BlockBytes::Discard,
-                    StoreKind::Dir(root) => {
-                        let path = dir::block_path(root, at.container, at.local_id);
+                    StoreKind::Dir(_) => {
+                        let path = at.shared.block_path(at.container, at.local_id);
                         let shown = path.display().to_string();
                         let file = BlockFile::create(path).await.map_err(|e| {
                             io_exception(format!("Write Chunk failed: cannot create {shown}: {e}"))
@@ -243,7 +245,7 @@ impl BlockState {
             ));
         }
         let Some(bytes) = &self.bytes else {
-            return Err(no_file(at));
+            return Err(no_such_file(at));
         };
         if offset.checked_add(len).is_none_or(|end| end > self.len) {
             // A FileChannel read at or past the end returns -1.
@@ -265,10 +267,7 @@ impl BlockState {
                     let path = file.path().display();
                     // As `ChunkUtils.readData` translates them: a missing file, a short read.
                     match e.kind() {
-                        std::io::ErrorKind::NotFound => StoreError::new(
-                            OzoneResult::UnableToFindChunk,
-                            format!("Chunk file not found: {path}"),
-                        ),
+                        std::io::ErrorKind::NotFound => no_such_file(at),
                         std::io::ErrorKind::UnexpectedEof => StoreError::new(
                             OzoneResult::ContainerInternalError,
                             format!("Unexpected read size. expected: {len}, {path}: {e}"),
@@ -283,11 +282,8 @@ impl BlockState {
 
     /// The committed `BlockData`: NO_SUCH_BLOCK without a PutBlock, BCSID_MISMATCH when the
     /// stored bcsId is below the requested one.
-    pub fn committed(&self, container: i64, id: &DatanodeBlockId) -> StoreResult<BlockData> {
-        let data = self
-            .committed
-            .as_ref()
-            .ok_or_else(|| no_such_block(container, id))?;
+    pub fn committed(&self, id: &DatanodeBlockId) -> StoreResult<BlockData> {
+        let data = self.committed.as_ref().ok_or_else(|| no_such_block(id))?;
         let requested = id.block_commit_sequence_id.unwrap_or(0);
         let stored = data.block_id.block_commit_sequence_id.unwrap_or(0);
         if stored < requested {
@@ -295,7 +291,7 @@ impl BlockState {
                 OzoneResult::BcsidMismatch,
                 format!(
                     "bcsId {requested} mismatches with existing block Id {stored} for block {}.",
-                    block_name(container, id)
+                    block_name(id)
                 ),
             ));
         }
@@ -303,34 +299,43 @@ impl BlockState {
     }
 }
 
-pub(super) fn no_such_block(container: i64, id: &DatanodeBlockId) -> StoreError {
+/// NO_SUCH_BLOCK, named by the request's BlockID (`DatanodeStore.NO_SUCH_BLOCK_ERR_MSG`).
+pub(super) fn no_such_block(id: &DatanodeBlockId) -> StoreError {
     StoreError::new(
         OzoneResult::NoSuchBlock,
-        format!(
-            "Unable to find the block. BlockID : {}",
-            block_name(container, id)
-        ),
+        format!("Unable to find the block. BlockID : {}", block_name(id)),
     )
 }
 
-/// The block file does not exist: UNABLE_TO_FIND_CHUNK.
+/// The block file does not exist when a PutBlock, FinalizeBlock or PutSmallFile closes it
+/// (`ChunkUtils.verifyChunkFileExists`): UNABLE_TO_FIND_CHUNK with its absolute path.
 pub(super) fn no_file(at: &At<'_>) -> StoreError {
-    let path = match &at.shared.kind {
-        StoreKind::Dir(root) => dir::block_path(root, at.container, at.local_id)
-            .display()
-            .to_string(),
-        _ => format!("{}/chunks/{}.block", at.container, at.local_id),
-    };
+    let path = at.shared.block_path(at.container, at.local_id);
     StoreError::new(
         OzoneResult::UnableToFindChunk,
-        format!("Chunk file not found: {path}"),
+        format!("Chunk file not found: {}", path.display()),
     )
 }
 
-/// `BlockID.toString()` of the DataNode.
-fn block_name(container: i64, id: &DatanodeBlockId) -> String {
+/// A read of a block file that does not exist: `ChunkUtils` translates the JDK's
+/// NoSuchFileException into UNABLE_TO_FIND_CHUNK with its `toString()`.
+pub(super) fn no_such_file(at: &At<'_>) -> StoreError {
+    let path = at.shared.block_path(at.container, at.local_id);
+    StoreError::new(
+        OzoneResult::UnableToFindChunk,
+        format!("java.nio.file.NoSuchFileException: {}", path.display()),
+    )
+}
+
+/// `BlockID.toString()` of the DataNode: `replicaIndex` is an `Integer`, `null` when unset.
+/// It names the request's BlockID, whose containerID may differ from the envelope's.
+fn block_name(id: &DatanodeBlockId) -> String {
+    let replica = id
+        .replica_index
+        .map_or_else(|| "null".to_string(), |r| r.to_string());
     format!(
-        "conID: {container} locID: {} bcsId: {}",
+        "conID: {} locID: {} bcsId: {} replicaIndex: {replica}",
+        id.container_id,
         id.local_id,
         id.block_commit_sequence_id.unwrap_or(0)
     )

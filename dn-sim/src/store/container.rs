@@ -4,11 +4,13 @@
 //! this file finds blocks, takes their locks and keeps the container's counters.
 
 use super::block::{At, Block, BlockState, PutBlock, no_such_block, read_piece_size};
-use super::{MAX_CONTAINER_SIZE, Shared, StoreError, StoreKind, StoreResult, read, write};
+use super::{Shared, StoreError, StoreResult, read, write};
+use crate::version::OzoneVersion;
 use bytes::Bytes;
 use common::proto::container_data_proto::State;
 use common::proto::{
-    BlockData, ChunkInfo, ContainerDataProto, ContainerType, DatanodeBlockId, Result as OzoneResult,
+    BlockData, ChecksumData, ChecksumType, ChunkInfo, ContainerDataProto, ContainerType,
+    DatanodeBlockId, KeyValue, Result as OzoneResult,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -26,6 +28,12 @@ pub struct Container {
     /// The container's block commit sequence ID: always 0 on the gRPC path, kept so that the
     /// bcsId rules read as in the DataNode.
     bcs_id: AtomicU64,
+    /// The EC replica index (`CreateContainer.replicaIndex`; 0 = not an EC replica).
+    replica_index: i32,
+    /// Bytes this container reserved from the store's capacity (released on delete).
+    held: AtomicU64,
+    /// `ContainerData.metadata` (CreateContainer, UpdateContainer), sorted by key.
+    metadata: RwLock<BTreeMap<String, String>>,
     blocks: RwLock<BTreeMap<i64, Arc<Block>>>,
     shared: Arc<Shared>,
 }
@@ -42,13 +50,16 @@ impl std::fmt::Debug for Container {
 }
 
 impl Container {
-    pub(super) fn new(id: i64, state: State, shared: Arc<Shared>) -> Self {
+    pub(super) fn new(id: i64, state: State, replica_index: i32, shared: Arc<Shared>) -> Self {
         Self {
             id,
             state: AtomicI32::new(state as i32),
             bytes_used: AtomicU64::new(0),
             block_count: AtomicU64::new(0),
             bcs_id: AtomicU64::new(0),
+            replica_index,
+            held: AtomicU64::new(0),
+            metadata: RwLock::default(),
             blocks: RwLock::default(),
             shared,
         }
@@ -72,6 +83,143 @@ impl Container {
 
     pub fn bcs_id(&self) -> u64 {
         self.bcs_id.load(Ordering::Acquire)
+    }
+
+    /// The EC replica index (0: not an EC replica).
+    pub fn replica_index(&self) -> i32 {
+        self.replica_index
+    }
+
+    /// `BlockUtils.verifyReplicaIdx` (GetBlock, ReadChunk, ReadBlock): an EC container answers
+    /// CONTAINER_NOT_FOUND for a request naming another, non-zero replica index.
+    pub fn verify_replica_index(&self, id: &DatanodeBlockId) -> StoreResult<()> {
+        match id.replica_index {
+            Some(r) if self.replica_index > 0 && r != 0 && r != self.replica_index => {
+                Err(StoreError::new(
+                    OzoneResult::ContainerNotFound,
+                    format!(
+                        "Unable to find the Container with replicaIdx {r}. Container {} \
+                         replicaIdx is {}.",
+                        self.id, self.replica_index
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the container holds no committed block (DeleteContainer's "empty").
+    pub fn is_empty(&self) -> bool {
+        self.block_count() == 0
+    }
+
+    /// DeleteContainer's checks (`KeyValueHandler.deleteInternal`): without force an OPEN
+    /// container is DELETE_ON_OPEN_CONTAINER and a non-empty one DELETE_ON_NON_EMPTY_CONTAINER.
+    pub fn check_delete(&self, force: bool) -> StoreResult<()> {
+        if force {
+            return Ok(());
+        }
+        if self.state() == State::Open {
+            return Err(StoreError::new(
+                OzoneResult::DeleteOnOpenContainer,
+                "Deletion of Open Container is not allowed.",
+            ));
+        }
+        if !self.is_empty() {
+            return Err(StoreError::new(
+                OzoneResult::DeleteOnNonEmptyContainer,
+                "Non-force deletion of non-empty container is not allowed.",
+            ));
+        }
+        Ok(())
+    }
+
+    /// UpdateContainer (`KeyValueContainer.update`): with metadata, an INVALID container is
+    /// INVALID_CONTAINER_STATE and one that is not OPEN needs `forceUpdate`; the keys are added
+    /// (replacing equal keys). Empty metadata: success, no checks.
+    pub fn update(
+        &self,
+        metadata: &[KeyValue],
+        force: bool,
+        datanode_uuid: &str,
+    ) -> StoreResult<()> {
+        if metadata.is_empty() {
+            return Ok(());
+        }
+        let legacy = !self.shared.version().at_least(OzoneVersion::V2_1);
+        let state = self.state();
+        if state == State::Invalid {
+            let msg = if legacy {
+                format!("Invalid container data. ContainerID: {}", self.id)
+            } else {
+                format!("Invalid container data: {}", self.describe(datanode_uuid))
+            };
+            return Err(StoreError::new(OzoneResult::InvalidContainerState, msg));
+        }
+        if state != State::Open && !force {
+            let msg = if legacy {
+                format!(
+                    "Updating a closed container without force option is not allowed. \
+                     ContainerID: {}",
+                    self.id
+                )
+            } else {
+                format!(
+                    "Updating a closed container without force option is disallowed: {}",
+                    self.describe(datanode_uuid)
+                )
+            };
+            return Err(StoreError::new(OzoneResult::UnsupportedRequest, msg));
+        }
+        let mut map = write(&self.metadata);
+        for kv in metadata {
+            map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    /// CreateContainer's metadata.
+    pub fn set_metadata(&self, metadata: &[KeyValue]) {
+        let mut map = write(&self.metadata);
+        for kv in metadata {
+            map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
+        }
+    }
+
+    /// `KeyValueContainerData.toString()` (2.1+); dn-sim has no pipeline, so its origin names
+    /// only the DataNode.
+    fn describe(&self, datanode_uuid: &str) -> String {
+        format!(
+            "KeyValueContainerData #{} ({}, {}, ri={}, origin=[dn_{datanode_uuid}, pipeline_])",
+            self.id,
+            self.state().as_str_name(),
+            if self.is_empty() {
+                "empty"
+            } else {
+                "non-empty"
+            },
+            self.replica_index
+        )
+    }
+
+    /// GetContainerChecksumInfo's state rule: only CLOSED, QUASI_CLOSED and UNHEALTHY
+    /// containers have checksum information; others are UNCLOSED_CONTAINER_IO.
+    pub fn check_checksum_info(&self) -> StoreResult<()> {
+        match self.state() {
+            State::Closed | State::QuasiClosed | State::Unhealthy => Ok(()),
+            other => Err(StoreError::new(
+                OzoneResult::UnclosedContainerIo,
+                format!(
+                    "Checksum information is not available for containers in state {}",
+                    other.as_str_name()
+                ),
+            )),
+        }
+    }
+
+    /// Frees the capacity this container holds (DeleteContainer).
+    pub(super) fn release_all(&self) {
+        self.shared.release(self.held.swap(0, Ordering::AcqRel));
     }
 
     /// Whether a block's data was finalized by FinalizeBlock.
@@ -149,18 +297,26 @@ impl Container {
             .is_ok()
     }
 
-    /// ReadContainer's `ContainerDataProto`.
+    /// ReadContainer's `ContainerDataProto` (`KeyValueContainerData.getProtoBufMessage`): the
+    /// container directory's absolute path, never `size`, `bytesUsed` always in 2.0 and only when
+    /// above 0 from 2.1 on.
     pub fn data(&self) -> ContainerDataProto {
-        let container_path = match &self.shared.kind {
-            StoreKind::Dir(root) => Some(root.join(self.id.to_string()).display().to_string()),
-            _ => None,
-        };
+        let used = self.bytes_used() as i64;
+        let bytes_used =
+            (used > 0 || !self.shared.version().at_least(OzoneVersion::V2_1)).then_some(used);
+        let metadata = read(&self.metadata)
+            .iter()
+            .map(|(k, v)| KeyValue {
+                key: k.clone(),
+                value: Some(v.clone()),
+            })
+            .collect();
         ContainerDataProto {
             container_id: self.id,
-            metadata: Vec::new(),
-            container_path,
-            bytes_used: Some(self.bytes_used() as i64),
-            size: Some(MAX_CONTAINER_SIZE),
+            metadata,
+            container_path: Some(self.shared.container_path(self.id).display().to_string()),
+            bytes_used,
+            size: None,
             block_count: Some(self.block_count() as i64),
             state: Some(self.state() as i32),
             container_type: Some(ContainerType::KeyValueContainer as i32),
@@ -195,21 +351,23 @@ impl Container {
 
     /// A write followed by a PutBlock: WriteChunk with a piggybacked PutBlock, and PutSmallFile.
     /// When both name the same block (the normal case) they happen under one lock, so no other
-    /// write comes between them. The PutBlock was validated before (a malformed one stores
-    /// nothing), but it can still fail after the write succeeded (its own UNABLE_TO_FIND_CHUNK),
-    /// as in the DataNode.
+    /// write comes between them. `put` is the PutBlock as validated by the caller: an `Err` (a
+    /// malformed piggybacked BlockData) is answered after the chunk was written, as the
+    /// DataNode handles the piggybacked PutBlock only after the write. The PutBlock can also
+    /// fail after the write succeeded (its own UNABLE_TO_FIND_CHUNK), as in the DataNode.
     pub async fn write_chunk_and_put(
         &self,
         block_id: &DatanodeBlockId,
         chunk: &ChunkInfo,
         data: Bytes,
-        put: PutBlock,
+        put: StoreResult<PutBlock>,
     ) -> StoreResult<BlockData> {
         self.verify(chunk, &data)?;
         let block = self.block_or_insert(block_id.local_id);
         let mut state = block.write().await;
         self.write_locked(&mut state, block_id.local_id, chunk, data)
             .await?;
+        let put = put?;
         if put.local_id() == block_id.local_id {
             return self.put_locked(&mut state, put);
         }
@@ -224,14 +382,113 @@ impl Container {
         self.put_locked(&mut state, put)
     }
 
-    /// GetBlock: UNKNOWN_BCSID, NO_SUCH_BLOCK, BCSID_MISMATCH, or the stored `BlockData`.
+    /// GetBlock: CONTAINER_NOT_FOUND (another EC replica), UNKNOWN_BCSID, NO_SUCH_BLOCK,
+    /// BCSID_MISMATCH, or the stored `BlockData`.
     pub async fn get_block(&self, id: &DatanodeBlockId) -> StoreResult<BlockData> {
+        self.verify_replica_index(id)?;
+        self.get_block_unchecked(id).await
+    }
+
+    /// `BlockManager.getBlock` without the replica check (GetSmallFile does none).
+    async fn get_block_unchecked(&self, id: &DatanodeBlockId) -> StoreResult<BlockData> {
         self.verify_bcs_id(id)?;
         let block = self
             .block(id.local_id)
             .ok_or_else(|| self.no_such_block(id))?;
         let state = block.read().await;
-        state.committed(self.id, id)
+        state.committed(id)
+    }
+
+    /// ReadBlock (2.2): the committed block's bytes from `offset` (aligned down to a checksum
+    /// window) for `length` bytes (rounded up to whole windows, cut at the block's size), in
+    /// pieces of `piece_size` bytes (1 MiB when 0), each with the stored checksums covering it.
+    /// `Ok(None)` when there is nothing to send. Errors as `KeyValueHandler.readBlock`: the block
+    /// file must exist, then replica index, bcsId and the committed block are checked.
+    pub async fn read_block_pieces(
+        &self,
+        id: &DatanodeBlockId,
+        offset: u64,
+        length: u64,
+        piece_size: u32,
+        describe: &str,
+    ) -> StoreResult<Vec<(ChecksumData, u64, Bytes)>> {
+        let failed = |result| StoreError::new(result, format!("Failed to readBlock {describe}"));
+        let block = self.block(id.local_id);
+        let has_file = match &block {
+            Some(b) => b.read().await.has_data(),
+            None => false,
+        };
+        if !has_file {
+            return Err(failed(OzoneResult::IoException));
+        }
+        self.verify_replica_index(id)?;
+        self.verify_bcs_id(id)?;
+        let block = block.expect("checked above");
+        let state = block.read().await;
+        let data = state.committed(id)?;
+        let Some(first) = data.chunks.first() else {
+            return Err(failed(OzoneResult::ContainerInternalError));
+        };
+        let none = first.checksum_data.r#type == ChecksumType::None as i32;
+        let bpc = if none {
+            64 << 10 // STREAMING_BYTES_PER_CHUNK
+        } else {
+            u64::from(first.checksum_data.bytes_per_checksum)
+        };
+        if bpc == 0 {
+            return Err(failed(OzoneResult::ContainerInternalError));
+        }
+        let per_chunk = first.len;
+        let piece_size = if piece_size == 0 {
+            1 << 20
+        } else {
+            u64::from(piece_size)
+        };
+        let alignment = offset % bpc;
+        let mut at = offset - alignment;
+        let size = data.size.unwrap_or(0).max(0) as u64;
+        let required = (length + alignment)
+            .div_ceil(bpc)
+            .saturating_mul(bpc)
+            .min(size.saturating_sub(at));
+        let file_len = state.len();
+        let mut total = 0;
+        let mut out = Vec::new();
+        let addr = self.at(id.local_id);
+        while total < required && at < file_len {
+            let n = piece_size.min(file_len - at);
+            let bytes = super::block::concat(state.read(&addr, at, n, n).await?);
+            let checksum_data = if none {
+                ChecksumData {
+                    r#type: ChecksumType::None as i32,
+                    bytes_per_checksum: 0,
+                    checksums: Vec::new(),
+                }
+            } else {
+                let count = n.div_ceil(bpc);
+                let mut checksums = Vec::with_capacity(count as usize);
+                for i in 0..count {
+                    let pos = at + i * bpc;
+                    let c = (pos / per_chunk.max(1)) as usize;
+                    let csi = ((pos % per_chunk.max(1)) / bpc) as usize;
+                    let sum = data
+                        .chunks
+                        .get(c)
+                        .and_then(|chunk| chunk.checksum_data.checksums.get(csi))
+                        .ok_or_else(|| failed(OzoneResult::ContainerInternalError))?;
+                    checksums.push(sum.clone());
+                }
+                ChecksumData {
+                    r#type: first.checksum_data.r#type,
+                    bytes_per_checksum: bpc as u32,
+                    checksums,
+                }
+            };
+            out.push((checksum_data, at, bytes));
+            at += n;
+            total += n;
+        }
+        Ok(out)
     }
 
     /// GetCommittedBlockLength: the stored `size`, NO_SUCH_BLOCK when nothing was put.
@@ -256,6 +513,7 @@ impl Container {
         len: u64,
         piece: u64,
     ) -> StoreResult<Vec<Bytes>> {
+        self.verify_replica_index(id)?;
         self.verify_bcs_id(id)?;
         let Some(block) = self.block(id.local_id) else {
             let no_file = BlockState::default();
@@ -279,7 +537,7 @@ impl Container {
             .block(id.local_id)
             .ok_or_else(|| self.no_such_block(id))?;
         let state = block.read().await;
-        let data = state.committed(self.id, id)?;
+        let data = state.committed(id)?;
         let at = self.at(id.local_id);
         let mut buffers = Vec::with_capacity(data.chunks.len());
         for chunk in &data.chunks {
@@ -289,9 +547,11 @@ impl Container {
         Ok((data, buffers))
     }
 
-    /// ListBlock: committed blocks with `localID >= start` (all when `start` is absent or -1),
-    /// at most `count`, in localID order. A negative start or a count that is not a positive Java
-    /// `int` fail the DataNode's preconditions (CONTAINER_INTERNAL_ERROR).
+    /// ListBlock: at most `count` committed blocks in the DataNode's RocksDB key order, the
+    /// localID's decimal text (1, 10, 100, 2, …), from the block `start` on (inclusive; from the
+    /// first when `start` is absent or -1). A `start` that is not a committed block lists nothing
+    /// ("Key not found, return empty list"). A negative start or a count that is not a positive
+    /// Java `int` fail the DataNode's preconditions (CONTAINER_INTERNAL_ERROR).
     pub async fn list_blocks(&self, start: Option<i64>, count: u32) -> StoreResult<Vec<BlockData>> {
         let start = start.unwrap_or(-1);
         if start < -1 {
@@ -309,25 +569,32 @@ impl Container {
                 ));
             }
         };
-        let candidates: Vec<Arc<Block>> = {
-            let blocks = read(&self.blocks);
-            let range = if start == -1 {
-                blocks.range(..)
-            } else {
-                blocks.range(start..)
-            };
-            range.map(|(_, b)| Arc::clone(b)).collect()
-        };
-        let mut out = Vec::new();
-        for block in candidates {
-            if out.len() == count {
-                break;
-            }
+        let candidates: Vec<(i64, Arc<Block>)> = read(&self.blocks)
+            .iter()
+            .map(|(id, b)| (*id, Arc::clone(b)))
+            .collect();
+        let mut committed = Vec::new();
+        for (id, block) in candidates {
             if let Some(data) = block.read().await.committed_data() {
-                out.push(data.clone());
+                committed.push((id.to_string(), data.clone()));
             }
         }
-        Ok(out)
+        committed.sort_by(|a, b| a.0.cmp(&b.0));
+        let from = if start == -1 {
+            0
+        } else {
+            let key = start.to_string();
+            match committed.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => return Ok(Vec::new()),
+            }
+        };
+        Ok(committed
+            .into_iter()
+            .skip(from)
+            .take(count)
+            .map(|(_, d)| d)
+            .collect())
     }
 
     /// FinalizeBlock: the container must be open and the block committed with its data present;
@@ -339,7 +606,7 @@ impl Container {
             .block(id.local_id)
             .ok_or_else(|| self.no_such_block(id))?;
         let mut state = block.write().await;
-        let data = state.committed(self.id, id)?;
+        let data = state.committed(id)?;
         if !state.has_data() {
             return Err(super::block::no_file(&self.at(id.local_id)));
         }
@@ -347,19 +614,12 @@ impl Container {
         Ok(data)
     }
 
+    /// `--verify-checksums`: the answer of the release's `validateChunkChecksumData`.
     fn verify(&self, chunk: &ChunkInfo, data: &[u8]) -> StoreResult<()> {
         match &self.shared.verifier {
             Some(verifier) => verifier
-                .verify(data, &chunk.checksum_data)
-                .map_err(|reason| {
-                    StoreError::new(
-                        OzoneResult::IoException,
-                        format!(
-                            "Checksum verification of chunk {} of container {} failed: {reason}",
-                            chunk.chunk_name, self.id
-                        ),
-                    )
-                }),
+                .verify_as(self.shared.version(), data, &chunk.checksum_data)
+                .map_err(|(result, message)| StoreError::new(result, message)),
             None => Ok(()),
         }
     }
@@ -380,8 +640,16 @@ impl Container {
         chunk: &ChunkInfo,
         data: Bytes,
     ) -> StoreResult<()> {
+        let overwrite = chunk.offset < state.len();
         let growth = state.write(&self.at(local_id), chunk, data).await?;
-        self.bytes_used.fetch_add(growth, Ordering::AcqRel);
+        self.held.fetch_add(growth, Ordering::AcqRel);
+        // 2.0 counts an overwrite that extends the block as nothing; 2.1+ count the extension.
+        let counted = if overwrite && !self.shared.version().at_least(OzoneVersion::V2_1) {
+            0
+        } else {
+            growth
+        };
+        self.bytes_used.fetch_add(counted, Ordering::AcqRel);
         Ok(())
     }
 
@@ -402,7 +670,7 @@ impl Container {
             return Err(StoreError::new(
                 OzoneResult::UnknownBcsid,
                 format!(
-                    "Unable to find the block with bcsID {requested}. Container {} bcsId is \
+                    "Unable to find the block with bcsID {requested} .Container {} bcsId is \
                      {ours}.",
                     self.id
                 ),
@@ -412,6 +680,6 @@ impl Container {
     }
 
     fn no_such_block(&self, id: &DatanodeBlockId) -> StoreError {
-        no_such_block(self.id, id)
+        no_such_block(id)
     }
 }

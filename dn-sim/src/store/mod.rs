@@ -48,6 +48,7 @@ pub use container::Container;
 pub use verify::ChecksumVerifier;
 
 use crate::containers::ContainerIds;
+use crate::version::OzoneVersion;
 use common::proto::Result as OzoneResult;
 use common::proto::container_data_proto::State;
 use std::collections::HashMap;
@@ -56,7 +57,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// Number of container-map shards.
 pub const SHARDS: usize = 64;
@@ -64,7 +65,8 @@ pub const SHARDS: usize = 64;
 /// `--capacity` default: 1 GiB.
 pub const DEFAULT_CAPACITY: u64 = 1 << 30;
 
-/// `ozone.scm.container.size` (5 GB), reported as `ContainerDataProto.size`.
+/// `ozone.scm.container.size` (5 GB). The DataNode never reports it in ReadContainer's
+/// `ContainerDataProto.size`.
 pub const MAX_CONTAINER_SIZE: i64 = 5 << 30;
 
 /// Where block bytes go (`--store`).
@@ -147,9 +149,29 @@ pub(crate) struct Shared {
     /// Bytes held by the backend (always 0 for `discard`).
     used: AtomicU64,
     verifier: Option<Arc<dyn ChecksumVerifier>>,
+    /// Where containers live: `dir:PATH`'s absolute path, else a per-process directory that is
+    /// never written (`<tmp>/dn-sim-<pid>`): the paths the DataNode's answers name
+    /// (`containerPath`, block files in UNABLE_TO_FIND_CHUNK messages) are absolute.
+    root: PathBuf,
+    /// The release whose rules apply where releases differ (set once by the handler).
+    version: OnceLock<OzoneVersion>,
 }
 
 impl Shared {
+    fn version(&self) -> OzoneVersion {
+        self.version.get().copied().unwrap_or_default()
+    }
+
+    /// `<root>/<containerID>`, the container directory.
+    fn container_path(&self, container: i64) -> PathBuf {
+        self.root.join(container.to_string())
+    }
+
+    /// `<root>/<containerID>/chunks/<localID>.block`.
+    fn block_path(&self, container: i64, local_id: i64) -> PathBuf {
+        dir::block_path(&self.root, container, local_id)
+    }
+
     /// Reserves `n` more bytes, or answers DISK_OUT_OF_SPACE without reserving anything.
     fn reserve(&self, container: i64, n: u64) -> StoreResult<()> {
         if n == 0 || !self.kind.holds_data() {
@@ -196,15 +218,22 @@ impl ContainerStore {
         capacity: u64,
         verifier: Option<Arc<dyn ChecksumVerifier>>,
     ) -> std::io::Result<Self> {
-        if let StoreKind::Dir(root) = &kind {
-            std::fs::create_dir_all(root)?;
-        }
+        let root = match &kind {
+            StoreKind::Dir(root) => {
+                std::fs::create_dir_all(root)?;
+                std::path::absolute(root)?
+            }
+            _ => std::path::absolute(std::env::temp_dir())?
+                .join(format!("dn-sim-{}", std::process::id())),
+        };
         Ok(Self {
             shared: Arc::new(Shared {
                 kind,
                 capacity,
                 used: AtomicU64::new(0),
                 verifier,
+                root,
+                version: OnceLock::new(),
             }),
             shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
         })
@@ -220,6 +249,21 @@ impl ContainerStore {
         for id in ids.iter() {
             self.get_or_create(id);
         }
+    }
+
+    /// The release whose rules apply where releases differ; the first call wins (the handler
+    /// sets it from `--ozone-version`). Default: the newest release.
+    pub fn set_version(&self, version: OzoneVersion) {
+        let _ = self.shared.version.set(version);
+    }
+
+    pub fn version(&self) -> OzoneVersion {
+        self.shared.version()
+    }
+
+    /// The directory containers live in (absolute).
+    pub fn root(&self) -> &std::path::Path {
+        &self.shared.root
     }
 
     pub fn kind(&self) -> &StoreKind {
@@ -266,6 +310,16 @@ impl ContainerStore {
     /// CreateContainer: a new container in `state` (OPEN unless the request says otherwise), or
     /// CONTAINER_ALREADY_EXISTS.
     pub fn create(&self, id: i64, state: State) -> StoreResult<Arc<Container>> {
+        self.create_replica(id, state, 0)
+    }
+
+    /// [`ContainerStore::create`] of an EC replica (`replicaIndex` > 0; 0 = not EC).
+    pub fn create_replica(
+        &self,
+        id: i64,
+        state: State,
+        replica_index: i32,
+    ) -> StoreResult<Arc<Container>> {
         let mut shard = write(self.shard(id));
         if shard.contains_key(&id) {
             return Err(StoreError::new(
@@ -273,7 +327,12 @@ impl ContainerStore {
                 "Container creation failed because key value container already exists",
             ));
         }
-        let container = Arc::new(Container::new(id, state, Arc::clone(&self.shared)));
+        let container = Arc::new(Container::new(
+            id,
+            state,
+            replica_index,
+            Arc::clone(&self.shared),
+        ));
         shard.insert(id, Arc::clone(&container));
         Ok(container)
     }
@@ -281,15 +340,42 @@ impl ContainerStore {
     /// The container, created OPEN if absent (the auto-create of WriteChunk, PutBlock and
     /// PutSmallFile, and `--containers`).
     pub fn get_or_create(&self, id: i64) -> Arc<Container> {
+        self.get_or_create_replica(id, 0)
+    }
+
+    /// [`ContainerStore::get_or_create`] with the `replicaIndex` a new container gets (the
+    /// auto-create takes it from the request's blockID).
+    pub fn get_or_create_replica(&self, id: i64, replica_index: i32) -> Arc<Container> {
         if let Some(c) = self.get(id) {
             return c;
         }
         let mut shard = write(self.shard(id));
-        Arc::clone(
-            shard.entry(id).or_insert_with(|| {
-                Arc::new(Container::new(id, State::Open, Arc::clone(&self.shared)))
-            }),
-        )
+        Arc::clone(shard.entry(id).or_insert_with(|| {
+            Arc::new(Container::new(
+                id,
+                State::Open,
+                replica_index,
+                Arc::clone(&self.shared),
+            ))
+        }))
+    }
+
+    /// DeleteContainer: removes the container and frees what it held (its block files too, with
+    /// `dir:`). Returns whether it existed. Requests that still hold the container finish on it.
+    pub fn remove(&self, id: i64) -> bool {
+        let Some(container) = write(self.shard(id)).remove(&id) else {
+            return false;
+        };
+        container.release_all();
+        if let StoreKind::Dir(_) = &self.shared.kind {
+            let path = self.shared.container_path(id);
+            if let Err(e) = std::fs::remove_dir_all(&path)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove container dir");
+            }
+        }
+        true
     }
 
     /// Number of containers.

@@ -194,7 +194,12 @@ async fn read_rules() {
     assert_eq!(e.message, "Oversize read. max: 33554432, actual: 33554433");
     let e = read_all(&c, 3, 0, 1).await.unwrap_err();
     assert_eq!(e.result, OzoneResult::UnableToFindChunk);
-    assert_eq!(e.message, "Chunk file not found: 7/chunks/3.block");
+    let abs = s.root().join("7/chunks/3.block");
+    assert!(abs.is_absolute());
+    assert_eq!(
+        e.message,
+        format!("java.nio.file.NoSuchFileException: {}", abs.display())
+    );
     // A zero-length read succeeds even for a missing block.
     assert_eq!(read_all(&c, 3, 5, 0).await.unwrap(), Vec::<u8>::new());
     // bcsId above the container's (always 0 here).
@@ -235,7 +240,14 @@ async fn put_get_and_list_blocks() {
     assert_eq!(e.result, OzoneResult::NoSuchBlock);
     assert_eq!(
         e.message,
-        "Unable to find the block. BlockID : conID: 7 locID: 1 bcsId: 0"
+        "Unable to find the block. BlockID : conID: 7 locID: 1 bcsId: 0 replicaIndex: null"
+    );
+    let mut ec = bid(1);
+    ec.replica_index = Some(3);
+    assert_eq!(
+        c.get_block(&ec).await.unwrap_err().message,
+        "Unable to find the block. BlockID : conID: 7 locID: 1 bcsId: 0 replicaIndex: 3",
+        "a non-EC container ignores the replica index"
     );
     assert_eq!(
         code(c.committed_length(&bid(1)).await),
@@ -247,12 +259,22 @@ async fn put_get_and_list_blocks() {
         block_data(1, vec![chunk(0, 60), chunk(60, 40)], Some(99)),
         true,
     );
-    assert_eq!(code(bad), OzoneResult::MalformedRequest);
+    let bad = bad.unwrap_err();
+    assert_eq!(bad.result, OzoneResult::MalformedRequest);
+    assert_eq!(
+        bad.message,
+        "Size mismatch: size (=99) != sum of chunks (=100)"
+    );
     // An end-of-block PutBlock naming chunks of a block without data.
     let ghost = PutBlock::new(block_data(2, vec![chunk(0, 10)], None), true).unwrap();
+    let e = c.put_block(ghost).await.unwrap_err();
+    assert_eq!(e.result, OzoneResult::UnableToFindChunk);
     assert_eq!(
-        code(c.put_block(ghost).await),
-        OzoneResult::UnableToFindChunk
+        e.message,
+        format!(
+            "Chunk file not found: {}",
+            s.root().join("7/chunks/2.block").display()
+        )
     );
     // Not the end of the block: accepted.
     let open = PutBlock::new(block_data(2, vec![chunk(0, 10)], None), false).unwrap();
@@ -271,7 +293,7 @@ async fn put_get_and_list_blocks() {
     assert_eq!(e.result, OzoneResult::UnknownBcsid);
     assert_eq!(
         e.message,
-        "Unable to find the block with bcsID 5. Container 7 bcsId is 0."
+        "Unable to find the block with bcsID 5 .Container 7 bcsId is 0."
     );
 
     // A second PutBlock of the same block replaces it and does not count it twice.
@@ -287,9 +309,27 @@ async fn put_get_and_list_blocks() {
     assert_eq!(ids(c.list_blocks(None, 10).await.unwrap()), [1, 2, 3, 5, 9]);
     assert_eq!(ids(c.list_blocks(Some(3), 2).await.unwrap()), [3, 5]);
     assert_eq!(ids(c.list_blocks(Some(-1), 1).await.unwrap()), [1]);
+    // A start that is not a committed block lists nothing.
     assert_eq!(
         ids(c.list_blocks(Some(10), 5).await.unwrap()),
         Vec::<i64>::new()
+    );
+    assert_eq!(
+        ids(c.list_blocks(Some(4), 5).await.unwrap()),
+        Vec::<i64>::new()
+    );
+    // RocksDB order: the localID's decimal text.
+    for local in [10, 100, 20] {
+        let empty = PutBlock::new(block_data(local, vec![], None), true).unwrap();
+        c.put_block(empty).await.unwrap();
+    }
+    assert_eq!(
+        ids(c.list_blocks(None, 10).await.unwrap()),
+        [1, 10, 100, 2, 20, 3, 5, 9]
+    );
+    assert_eq!(
+        ids(c.list_blocks(Some(100), 3).await.unwrap()),
+        [100, 2, 20]
     );
     assert_eq!(
         code(c.list_blocks(Some(-2), 5).await),
@@ -326,7 +366,7 @@ async fn write_and_put_share_one_lock_and_validate_first() {
     let c = s.lookup(C).unwrap();
     let put = PutBlock::new(block_data(1, vec![chunk(0, 10)], None), false).unwrap();
     let stored = c
-        .write_chunk_and_put(&bid(1), &chunk(0, 10), data(10, 1), put)
+        .write_chunk_and_put(&bid(1), &chunk(0, 10), data(10, 1), Ok(put))
         .await
         .unwrap();
     assert_eq!(stored.size, Some(10));
@@ -334,17 +374,141 @@ async fn write_and_put_share_one_lock_and_validate_first() {
     // A failing write does not put the block.
     let put = PutBlock::new(block_data(2, vec![chunk(0, 10)], None), true).unwrap();
     let e = c
-        .write_chunk_and_put(&bid(2), &chunk(5, 10), data(10, 1), put)
+        .write_chunk_and_put(&bid(2), &chunk(5, 10), data(10, 1), Ok(put))
         .await;
     assert_eq!(code(e), OzoneResult::ChunkFileInconsistency);
     assert_eq!(code(c.get_block(&bid(2)).await), OzoneResult::NoSuchBlock);
     // The piggybacked PutBlock may name another block.
     let put = PutBlock::new(block_data(3, vec![], None), true).unwrap();
-    c.write_chunk_and_put(&bid(4), &chunk(0, 5), data(5, 2), put)
+    c.write_chunk_and_put(&bid(4), &chunk(0, 5), data(5, 2), Ok(put))
         .await
         .unwrap();
     assert!(c.get_block(&bid(3)).await.is_ok());
     assert_eq!(read_all(&c, 4, 0, 5).await.unwrap(), data(5, 2).to_vec());
+    // A malformed piggybacked PutBlock fails after the chunk was written.
+    let bad = Err(StoreError::new(
+        OzoneResult::IoException,
+        "Write Chunk failed",
+    ));
+    let e = c
+        .write_chunk_and_put(&bid(8), &chunk(0, 7), data(7, 3), bad)
+        .await
+        .unwrap_err();
+    assert_eq!(e.message, "Write Chunk failed");
+    assert_eq!(read_all(&c, 8, 0, 7).await.unwrap(), data(7, 3).to_vec());
+    assert_eq!(code(c.get_block(&bid(8)).await), OzoneResult::NoSuchBlock);
+}
+
+#[tokio::test]
+async fn container_data_per_release() {
+    for version in crate::version::OzoneVersion::ALL {
+        let s = store(StoreKind::Memory, 1 << 20);
+        s.set_version(version);
+        let c = s.lookup(C).unwrap();
+        let d = c.data();
+        assert_eq!(d.size, None, "the DataNode never sets size");
+        let path = d.container_path.unwrap();
+        assert!(std::path::Path::new(&path).is_absolute(), "{path}");
+        assert!(path.ends_with("/7"), "{path}");
+        let legacy = version == crate::version::OzoneVersion::V2_0;
+        assert_eq!(d.bytes_used, legacy.then_some(0), "{version}");
+        write(&c, 1, 0, data(100, 1)).await.unwrap();
+        // An overwrite that extends the block: 2.0 counts nothing of it, 2.1+ the extension.
+        write(&c, 1, 50, data(100, 1)).await.unwrap();
+        let used = if legacy { 100 } else { 150 };
+        assert_eq!(c.data().bytes_used, Some(used), "{version}");
+        assert_eq!(s.used(), 150);
+    }
+}
+
+#[tokio::test]
+async fn ec_replicas_delete_and_update() {
+    let s = store(StoreKind::Memory, 1 << 20);
+    let ec = s.create_replica(8, State::Open, 1).unwrap();
+    assert_eq!(ec.replica_index(), 1);
+    let mut id = bid(1);
+    id.container_id = 8;
+    for ok in [None, Some(0), Some(1)] {
+        id.replica_index = ok;
+        assert!(ec.verify_replica_index(&id).is_ok());
+    }
+    id.replica_index = Some(2);
+    let e = ec.verify_replica_index(&id).unwrap_err();
+    assert_eq!(e.result, OzoneResult::ContainerNotFound);
+    assert_eq!(
+        e.message,
+        "Unable to find the Container with replicaIdx 2. Container 8 replicaIdx is 1."
+    );
+    assert_eq!(
+        code(ec.get_block(&id).await),
+        OzoneResult::ContainerNotFound
+    );
+    assert_eq!(
+        code(ec.read_chunk(&id, 0, 1, 1).await),
+        OzoneResult::ContainerNotFound
+    );
+    // Not an EC container: any replica index.
+    assert!(s.lookup(C).unwrap().verify_replica_index(&id).is_ok());
+
+    // DeleteContainer's rules.
+    let c = s.lookup(C).unwrap();
+    let e = c.check_delete(false).unwrap_err();
+    assert_eq!(
+        (e.result, e.message.as_str()),
+        (
+            OzoneResult::DeleteOnOpenContainer,
+            "Deletion of Open Container is not allowed."
+        )
+    );
+    assert!(c.check_delete(true).is_ok());
+    write(&c, 1, 0, data(100, 1)).await.unwrap();
+    let put = PutBlock::new(block_data(1, vec![chunk(0, 100)], None), true).unwrap();
+    c.put_block(put).await.unwrap();
+    c.close().unwrap();
+    assert_eq!(
+        c.check_delete(false).unwrap_err().result,
+        OzoneResult::DeleteOnNonEmptyContainer
+    );
+    assert_eq!(s.used(), 100);
+    assert!(s.remove(C));
+    assert!(!s.remove(C));
+    assert_eq!(s.used(), 0, "a deleted container frees its bytes");
+    assert_eq!(code(s.lookup(C)), OzoneResult::ContainerNotFound);
+
+    // UpdateContainer: empty metadata always; else OPEN or force.
+    let kv = |k: &str, v: &str| common::proto::KeyValue {
+        key: k.into(),
+        value: Some(v.into()),
+    };
+    assert!(ec.update(&[], false, "dn").is_ok());
+    ec.update(&[kv("b", "2"), kv("a", "1")], false, "dn")
+        .unwrap();
+    ec.update(&[kv("a", "3")], false, "dn").unwrap();
+    let keys: Vec<_> = ec
+        .data()
+        .metadata
+        .into_iter()
+        .map(|k| (k.key, k.value.unwrap()))
+        .collect();
+    assert_eq!(keys, [("a".into(), "3".into()), ("b".into(), "2".into())]);
+    ec.close().unwrap();
+    let e = ec.update(&[kv("c", "1")], false, "dn").unwrap_err();
+    assert_eq!(e.result, OzoneResult::UnsupportedRequest);
+    assert!(
+        e.message.starts_with(
+            "Updating a closed container without force option is disallowed: \
+             KeyValueContainerData #8 (CLOSED, empty, ri=1"
+        ),
+        "{e}"
+    );
+    assert!(ec.update(&[kv("c", "1")], true, "dn").is_ok());
+    assert!(ec.check_checksum_info().is_ok());
+    let e = s.get_or_create(9).check_checksum_info().unwrap_err();
+    assert_eq!(e.result, OzoneResult::UnclosedContainerIo);
+    assert_eq!(
+        e.message,
+        "Checksum information is not available for containers in state OPEN"
+    );
 }
 
 #[tokio::test]
@@ -465,7 +629,10 @@ async fn verification_refuses_bad_checksums_and_stores_nothing() {
         .await
         .unwrap_err();
     assert_eq!(e.result, OzoneResult::IoException);
-    assert!(e.message.contains("window 2"), "{e}");
+    assert!(
+        e.message.contains("this.checksums(2) != that.checksums(2)"),
+        "{e}"
+    );
     // Wrong number of checksums, bytesPerChecksum 0, unknown type: all refused.
     let mut short = bad.clone();
     short.checksum_data.checksums.pop();
