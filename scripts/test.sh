@@ -44,6 +44,15 @@ case "$status" in
        conformance_failed=1 ;;
 esac
 
+echo "== loadgen echo against a real Ozone 2.2.0 DataNode (scripts/real-datanode-smoke.sh)"
+status=0
+LOADGEN=target/debug/loadgen scripts/real-datanode-smoke.sh || status=$?
+case "$status" in
+    0) ;;
+    3) echo "!!! SKIPPED: loadgen against a real DataNode: no real DataNode here (see the conformance line above) !!!" ;;
+    *) exit 1 ;;
+esac
+
 echo "== tests"
 tests_status=0
 if cargo nextest --version >/dev/null 2>&1; then
