@@ -1,7 +1,9 @@
 //! The gRPC codec every generated client and server stub uses: prost encoding, plus Ozone's
 //! proto2 `required` rule on decode (see [`crate::wire`]). A request or response that a Java peer
 //! would refuse to parse fails with INTERNAL "Invalid protobuf byte sequence", the status
-//! grpc-java's protobuf marshaller produces, instead of decoding into silent defaults.
+//! grpc-java's protobuf marshaller produces, instead of decoding into silent defaults. That is
+//! what a client sees for a bad response; a Java *server* never sends it: its `ServerImpl` closes
+//! the call with UNKNOWN instead, which dn-sim's service does (`dn_sim::service::inbound_error`).
 
 use crate::wire::RequiredFields;
 use bytes::Buf;

@@ -1,11 +1,12 @@
 //! Proto2 `required` field enforcement at the wire level.
 //!
 //! prost decodes a proto2 message with a missing `required` field into a default value, but Ozone's
-//! Java parser rejects it, and a real DataNode then fails the whole call with gRPC INTERNAL
-//! "Invalid protobuf byte sequence" (shared/ozone/protocol.md §2). This module walks the encoded
-//! bytes once, without allocating, and reports the first required field that is absent in the
-//! message or in any nested message that is present. A required enum field whose value is not a
-//! known enum value counts as absent, as in Java (the value goes to the unknown-field set).
+//! Java parser rejects it, and a real DataNode then fails the whole call (gRPC UNKNOWN from its
+//! grpc-java server; a Java client reports INTERNAL "Invalid protobuf byte sequence"). This module
+//! walks the encoded bytes once, without allocating, and reports the first required field that is
+//! absent in the message or in any nested message that is present. A required enum field whose
+//! value is not a known enum value counts as absent, as in Java (the value goes to the
+//! unknown-field set).
 //! The per-message tables are generated from the `.proto` by `build.rs`.
 
 use std::fmt;

@@ -64,6 +64,8 @@ pub struct Dispatcher {
     disk: DiskModel,
     pub limits: ServiceLimits,
     pub metrics: Metrics,
+    /// The Ozone release answered as (also in the handler's `NodeIdentity`).
+    pub version: crate::version::OzoneVersion,
 }
 
 impl Dispatcher {
@@ -75,6 +77,7 @@ impl Dispatcher {
         disk: DiskModel,
         limits: ServiceLimits,
     ) -> Self {
+        let version = node.version;
         Self {
             keyvalue: KeyValueHandler::new(store, node),
             payloads: PayloadSource::new(),
@@ -82,7 +85,8 @@ impl Dispatcher {
             live: ArcSwap::from_pointee(live),
             disk,
             limits,
-            metrics: Metrics::new(),
+            metrics: Metrics::new(version),
+            version,
         }
     }
 
@@ -102,7 +106,7 @@ impl Dispatcher {
                 }
                 let status = self.limits.status(rejection);
                 let label = format!("GRPC_{}", crate::fault::grpc_code_name(status.code()));
-                self.done(cmd, &label, arrived, 0, 0);
+                self.done(cmd, &label, arrived, 0);
                 return Outcome::Fail(status);
             }
         }
@@ -116,7 +120,7 @@ impl Dispatcher {
             Ok(handler) => handler,
             Err(full) => {
                 self.metrics.rejected("queue_full");
-                self.done(cmd, "GRPC_RESOURCE_EXHAUSTED", arrived, 0, 0);
+                self.done(cmd, "GRPC_RESOURCE_EXHAUSTED", arrived, 0);
                 return Outcome::Fail(Status::resource_exhausted(format!(
                     "dn-sim handler queue is full ({} requests waiting, --max-queue)",
                     full.bound
@@ -131,7 +135,7 @@ impl Dispatcher {
             self.metrics.fault_injected(&kind.kind_label());
         }
         let container_id = req.container_id;
-        let written = request_chunk_bytes(&req);
+        let before = Accounting::before(cmd, &req, self.keyvalue.store());
         let outcome = match fault {
             Some(FaultKind::Result(result)) => {
                 let mut req = req;
@@ -152,30 +156,73 @@ impl Dispatcher {
         handler.busy_until(clock.end());
         // The handler is free once the answer exists; a dropped request does not hold it.
         drop(handler);
-        let (label, data, size) = match &outcome {
+        let (label, size) = match &outcome {
             Outcome::Answer(resp) => {
+                self.account(cmd, &before, resp, arrived);
                 let label =
                     OzoneResult::try_from(resp.result).map_or("UNKNOWN", |r| r.as_str_name());
-                (
-                    label.to_string(),
-                    written + chunk_bytes(resp),
-                    resp.encoded_len(),
-                )
+                (label.to_string(), resp.encoded_len())
             }
             Outcome::Fail(status) => {
                 let code = crate::fault::grpc_code_name(status.code());
-                (format!("GRPC_{code}"), 0, 0)
+                (format!("GRPC_{code}"), 0)
             }
-            Outcome::Drop => ("DROPPED".to_string(), 0, 0),
-            Outcome::Reset => ("RESET".to_string(), 0, 0),
+            Outcome::Drop => ("DROPPED".to_string(), 0),
+            Outcome::Reset => ("RESET".to_string(), 0),
         };
-        self.done(cmd, &label, arrived, data, size);
+        self.done(cmd, &label, arrived, size);
         outcome
     }
 
-    fn done(&self, cmd: Type, result: &str, arrived: Instant, data: u64, size: usize) {
+    fn done(&self, cmd: Type, result: &str, arrived: Instant, size: usize) {
         self.metrics
-            .request_done(cmd, result, arrived.elapsed(), data, size);
+            .request_done(cmd, result, arrived.elapsed(), size);
+    }
+
+    /// The DataNode's `ContainerMetrics` for an answered request (`HddsDispatcher.dispatchRequest`
+    /// and the handlers): the latency sample only when the handler ran — not after the
+    /// dispatcher's pre-handler failures (container not found, CreateContainer without payload,
+    /// a full volume refusing a write) —, `bytes<T>` on success only, and the ops counted inside
+    /// a request (an auto-created container's CreateContainer, a piggybacked PutBlock).
+    fn account(&self, cmd: Type, before: &Accounting, resp: &Response, arrived: Instant) {
+        let result = resp.result;
+        let pre_handler = (result == OzoneResult::ContainerNotFound as i32 && !before.existed)
+            || (result == OzoneResult::MalformedRequest as i32
+                && cmd == Type::CreateContainer
+                && before.no_create_payload)
+            || (result == OzoneResult::DiskOutOfSpace as i32 && before.refused_if_full);
+        if !before.existed
+            && matches!(
+                cmd,
+                Type::WriteChunk | Type::PutBlock | Type::PutSmallFile | Type::StreamInit
+            )
+            && self.keyvalue.store().get(before.container_id).is_some()
+        {
+            // Auto-create: one more CreateContainer op and its latency.
+            self.metrics.inner_op(Type::CreateContainer);
+            self.metrics
+                .handler_latency(Type::CreateContainer, Duration::ZERO);
+        }
+        if !pre_handler {
+            self.metrics.handler_latency(cmd, arrived.elapsed());
+        }
+        if result != OzoneResult::Success as i32 {
+            return;
+        }
+        if let Some(block) = before.piggybacked_block {
+            self.metrics.inner_op(Type::PutBlock);
+            self.metrics.datanode_bytes(Type::PutBlock, block);
+            self.metrics.handler_latency(Type::PutBlock, Duration::ZERO);
+        }
+        let bytes = match cmd {
+            Type::GetBlock => resp
+                .get_block
+                .as_ref()
+                .map_or(0, |g| g.block_data.encoded_len() as u64),
+            Type::GetSmallFile => chunk_bytes(resp),
+            _ => before.request_bytes,
+        };
+        self.metrics.datanode_bytes(cmd, bytes);
     }
 
     /// The DataNode's own work plus the shared disk's time for the chunk data it moved.
@@ -263,6 +310,84 @@ impl Dispatcher {
     }
 }
 
+/// What [`Dispatcher::account`] needs to know of a request and the store before the request is
+/// served.
+struct Accounting {
+    container_id: i64,
+    /// The container existed when the request arrived.
+    existed: bool,
+    /// A CreateContainer without its `createContainer` payload.
+    no_create_payload: bool,
+    /// A data write the dispatcher refuses while the volume is full (WriteChunk, PutBlock,
+    /// PutSmallFile to an OPEN container of a full store).
+    refused_if_full: bool,
+    /// `bytes<T>` a successful request counts from the request itself: WriteChunk and ReadChunk
+    /// the declared `chunkData.len`, PutBlock the serialized BlockData, PutSmallFile the chunk
+    /// `len`; 0 for types that count nothing (Echo, ListBlock, …).
+    request_bytes: u64,
+    /// A WriteChunk's piggybacked PutBlock: its serialized BlockData size.
+    piggybacked_block: Option<u64>,
+}
+
+impl Accounting {
+    fn before(cmd: Type, req: &Request, store: &ContainerStore) -> Self {
+        let container = store.get(req.container_id);
+        let request_bytes = match cmd {
+            Type::WriteChunk => req
+                .write_chunk
+                .as_ref()
+                .and_then(|w| w.chunk_data.as_ref())
+                .map_or(0, |c| c.len),
+            Type::ReadChunk => req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len),
+            Type::PutBlock => req
+                .put_block
+                .as_ref()
+                .map_or(0, |p| stored_block_len(&p.block_data)),
+            Type::PutSmallFile => req.put_small_file.as_ref().map_or(0, |p| p.chunk_info.len),
+            _ => 0,
+        };
+        let piggybacked_block = match cmd {
+            Type::WriteChunk => req
+                .write_chunk
+                .as_ref()
+                .and_then(|w| w.block.as_ref())
+                .map(|b| stored_block_len(&b.block_data)),
+            _ => None,
+        };
+        Self {
+            container_id: req.container_id,
+            refused_if_full: matches!(cmd, Type::WriteChunk | Type::PutBlock | Type::PutSmallFile)
+                && container
+                    .as_ref()
+                    .is_some_and(|c| c.state() == common::proto::container_data_proto::State::Open)
+                && store.is_full(),
+            existed: container.is_some(),
+            no_create_payload: req.create_container.is_none(),
+            request_bytes,
+            piggybacked_block,
+        }
+    }
+}
+
+/// The size the DataNode counts for a PutBlock: its BlockData as stored and serialized again
+/// (`BlockData.getProtoBufMessage`): bcsId 0 on the gRPC path and always written, no `flags`,
+/// `size` the sum of the chunks' lengths; metadata and chunks as given.
+fn stored_block_len(block: &common::proto::BlockData) -> u64 {
+    use prost::encoding::message::encoded_len;
+    let head = common::proto::BlockData {
+        block_id: common::proto::DatanodeBlockId {
+            block_commit_sequence_id: Some(0),
+            ..block.block_id
+        },
+        size: Some(block.chunks.iter().map(|c| c.len as i64).sum()),
+        ..Default::default()
+    }
+    .encoded_len();
+    let metadata: usize = block.metadata.iter().map(|kv| encoded_len(3, kv)).sum();
+    let chunks: usize = block.chunks.iter().map(|c| encoded_len(4, c)).sum();
+    (head + metadata + chunks) as u64
+}
+
 /// Chunk data bytes an answer carries (ReadChunk, GetSmallFile), for metrics and the disk model.
 fn chunk_bytes(resp: &Response) -> u64 {
     use common::proto::read_chunk_response_proto::ResponseData;
@@ -300,19 +425,14 @@ fn request_chunk_bytes(req: &Request) -> u64 {
             .map_or(0, |p| p.data.len() as u64)
 }
 
-/// The response envelope every answer shares: `cmdType` and `traceID` ("" when absent) copied,
-/// `clientId`/`callId` copied only when both are set (protocol.md §2).
+/// The response envelope every answer shares: `cmdType` and `traceID` ("" when absent) copied.
+/// `clientId`/`callId` (fields 100/101) exist in no release 2.0–2.2: a real DataNode parses them
+/// as unknown fields and never answers them, whatever the request carries.
 pub fn envelope(req: &mut Request, result: OzoneResult) -> Response {
-    let (client_id, call_id) = match (req.client_id.take(), req.call_id) {
-        (Some(client), Some(call)) => (Some(client), Some(call)),
-        _ => (None, None),
-    };
     Response {
         cmd_type: req.cmd_type,
         trace_id: Some(req.trace_id.take().unwrap_or_default()),
         result: result as i32,
-        client_id,
-        call_id,
         ..Default::default()
     }
 }

@@ -1,9 +1,11 @@
 //! Metrics, in two expositions:
-//! - DataNode names (`/prom` only), so Ozone's own queries and Grafana dashboards work against
-//!   dn-sim: `storage_container_metrics_*` (Hadoop metrics2 `ContainerMetrics`, labels
-//!   `context="dfs"` and `hostname`) and `hdds_dispatcher_*` (shared/ozone/protocol.md §8). These
-//!   names break Prometheus naming rules (no `_total`, `counter` and `ns` in names), as a real
-//!   DataNode's do, so they are kept out of `/metrics`.
+//! - DataNode names (`/prom` only), rendered as a real DataNode's `/prom` shows them, so Ozone's
+//!   own queries and Grafana dashboards work against dn-sim: `storage_container_metrics_*`
+//!   (Hadoop metrics2 `ContainerMetrics`, labels `context="dfs"` and `hostname`) and
+//!   `hdds_dispatcher_{counter,time}` (labels `type` and `hostname`) and
+//!   `hdds_dispatcher_concurrency` (a counter, label `hostname`), one series per command type of
+//!   the `--ozone-version` release. These names break Prometheus naming rules (no `_total`,
+//!   `counter` and `ns` in names), as a real DataNode's do, so they are kept out of `/metrics`.
 //! - Simulator internals with Prometheus conventions (`dn_sim_*`, `process_*`; on `/prom` and
 //!   `/metrics`): requests by type and result, request duration and queue wait histograms in
 //!   seconds, handlers, queue, connections, streams, bytes, faults, rejections, process CPU, memory
@@ -13,13 +15,16 @@
 //! tests, loadgen's embedded one — keep separate numbers. Handles are registered once; recording a
 //! request is a few atomic adds.
 
+use crate::version::OzoneVersion;
 use common::proto::Type;
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 const META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
@@ -32,27 +37,34 @@ const DURATION_BUCKETS: &[f64] = &[
     1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-struct TypeMetrics {
-    // DataNode names
-    num: Counter,
-    bytes: Counter,
-    latency_num_ops: Counter,
-    latency_avg_time: Gauge,
-    dispatcher_counter: Counter,
-    dispatcher_time_ms: Counter,
-    total_ns: AtomicU64,
-    count: AtomicU64,
-    // simulator names
+/// One command type's DataNode metrics: `ContainerMetrics` (`num<T>`, `bytes<T>`, the
+/// `latencyNs<T>` rate) and `HddsDispatcher` (`counter`, `time` in ms).
+#[derive(Default)]
+struct DnType {
+    num: AtomicU64,
+    bytes: AtomicU64,
+    latency_count: AtomicU64,
+    latency_total_ns: AtomicU64,
+    dispatcher_counter: AtomicU64,
+    dispatcher_time_ms: AtomicU64,
+}
+
+/// One command type's simulator metrics.
+struct SimType {
     success: Counter,
     duration: Histogram,
 }
 
 pub struct Metrics {
-    dn: PrometheusRecorder,
+    version: OzoneVersion,
+    hostname: String,
+    /// Indexed by `Type` number; only the release's types are rendered.
+    dn: Vec<DnType>,
+    num_ops: AtomicU64,
+    /// `HddsDispatcher.concurrency`: requests between arrival and answer.
+    in_flight: AtomicI64,
     sim: PrometheusRecorder,
-    types: Vec<Option<TypeMetrics>>,
-    num_ops: Counter,
-    dispatcher_concurrency: Gauge,
+    types: Vec<Option<SimType>>,
     queue_wait: Histogram,
     bytes_received: Counter,
     bytes_sent: Counter,
@@ -65,7 +77,7 @@ pub struct Metrics {
     process_rss: Gauge,
     process_fds: Gauge,
     /// (count, total_ns) per type at the previous scrape, for `_avg_time` over the last interval as
-    /// Hadoop's MutableRate reports it.
+    /// Hadoop's MutableRate reports it (0.0 for an interval without samples).
     previous: Mutex<Vec<(u64, u64)>>,
 }
 
@@ -79,19 +91,16 @@ fn key(name: &str, labels: &[(&str, String)]) -> Key {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self::new()
+        Self::new(OzoneVersion::default())
     }
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    /// Metrics of a DataNode of release `version` (its command types, its metric names).
+    pub fn new(version: OzoneVersion) -> Self {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "dn-sim".into());
-        let dn = PrometheusBuilder::new()
-            .add_global_label("context", "dfs")
-            .add_global_label("hostname", hostname)
-            .build_recorder();
         let sim = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
             .expect("non-empty buckets")
@@ -107,37 +116,7 @@ impl Metrics {
         let types = (0..=MAX_TYPE as i32)
             .map(|n| {
                 let t = Type::try_from(n).ok()?;
-                let snake = t.snake_name();
-                let type_label = vec![("type", t.as_str_name().to_string())];
-                Some(TypeMetrics {
-                    num: dn.register_counter(
-                        &key(&format!("storage_container_metrics_num_{snake}"), &[]),
-                        &META,
-                    ),
-                    bytes: dn.register_counter(
-                        &key(&format!("storage_container_metrics_bytes_{snake}"), &[]),
-                        &META,
-                    ),
-                    latency_num_ops: dn.register_counter(
-                        &key(
-                            &format!("storage_container_metrics_latency_ns_{snake}_num_ops"),
-                            &[],
-                        ),
-                        &META,
-                    ),
-                    latency_avg_time: dn.register_gauge(
-                        &key(
-                            &format!("storage_container_metrics_latency_ns_{snake}_avg_time"),
-                            &[],
-                        ),
-                        &META,
-                    ),
-                    dispatcher_counter: dn
-                        .register_counter(&key("hdds_dispatcher_counter", &type_label), &META),
-                    dispatcher_time_ms: dn
-                        .register_counter(&key("hdds_dispatcher_time", &type_label), &META),
-                    total_ns: AtomicU64::new(0),
-                    count: AtomicU64::new(0),
+                Some(SimType {
                     success: sim.register_counter(
                         &key(
                             "dn_sim_requests_total",
@@ -226,9 +205,11 @@ impl Metrics {
             );
         }
         Self {
-            num_ops: dn.register_counter(&key("storage_container_metrics_num_ops", &[]), &META),
-            dispatcher_concurrency: dn
-                .register_gauge(&key("hdds_dispatcher_concurrency", &[]), &META),
+            version,
+            hostname,
+            dn: (0..=MAX_TYPE).map(|_| DnType::default()).collect(),
+            num_ops: AtomicU64::new(0),
+            in_flight: AtomicI64::new(0),
             queue_wait: sim.register_histogram(&key("dn_sim_queue_wait_seconds", &[]), &META),
             bytes_received: sim.register_counter(&key("dn_sim_received_bytes_total", &[]), &META),
             bytes_sent: sim.register_counter(&key("dn_sim_sent_bytes_total", &[]), &META),
@@ -242,43 +223,59 @@ impl Metrics {
             process_fds: sim.register_gauge(&key("process_open_fds", &[]), &META),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
             types,
-            dn,
             sim,
         }
     }
 
-    fn of(&self, t: Type) -> Option<&TypeMetrics> {
+    fn dn(&self, t: Type) -> &DnType {
+        &self.dn[t as usize]
+    }
+
+    fn of(&self, t: Type) -> Option<&SimType> {
         self.types.get(t as usize).and_then(Option::as_ref)
     }
 
-    /// A request arrived (the DataNode counts an op before it checks anything).
+    /// A request arrived (the DataNode counts an op before it checks anything, and its
+    /// dispatcher counts the call).
     pub fn request_received(&self, t: Type, message_bytes: usize) {
-        self.num_ops.increment(1);
-        if let Some(m) = self.of(t) {
-            m.num.increment(1);
-            m.dispatcher_counter.increment(1);
-        }
+        self.num_ops.fetch_add(1, Relaxed);
+        let m = self.dn(t);
+        m.num.fetch_add(1, Relaxed);
+        m.dispatcher_counter.fetch_add(1, Relaxed);
+        self.in_flight.fetch_add(1, Relaxed);
         self.bytes_received.increment(message_bytes as u64);
     }
 
+    /// An op the DataNode counts inside a request (`incContainerOpsMetrics`): the CreateContainer
+    /// of an auto-create, the PutBlock piggybacked on a WriteChunk.
+    pub fn inner_op(&self, t: Type) {
+        self.num_ops.fetch_add(1, Relaxed);
+        self.dn(t).num.fetch_add(1, Relaxed);
+    }
+
+    /// `latencyNs<T>`: recorded only when the handler ran (not for the dispatcher's pre-handler
+    /// failures), from the request's arrival.
+    pub fn handler_latency(&self, t: Type, elapsed: Duration) {
+        let m = self.dn(t);
+        m.latency_total_ns
+            .fetch_add(elapsed.as_nanos() as u64, Relaxed);
+        m.latency_count.fetch_add(1, Relaxed);
+    }
+
+    /// `bytes<T>`: what the DataNode's handler counts on its success path.
+    pub fn datanode_bytes(&self, t: Type, bytes: u64) {
+        self.dn(t).bytes.fetch_add(bytes, Relaxed);
+    }
+
     /// A request was answered after `elapsed` (queue wait included) with `result` (an Ozone
-    /// result name, or GRPC_<code>, DROPPED, RESET). `data_bytes` is the chunk data moved, counted
-    /// as the DataNode's `bytes_<type>`.
-    pub fn request_done(
-        &self,
-        t: Type,
-        result: &str,
-        elapsed: Duration,
-        data_bytes: u64,
-        response_bytes: usize,
-    ) {
-        let ns = elapsed.as_nanos() as u64;
+    /// result name, or GRPC_<code>, DROPPED, RESET): the dispatcher's `time` (ms) and the
+    /// simulator's metrics.
+    pub fn request_done(&self, t: Type, result: &str, elapsed: Duration, response_bytes: usize) {
+        let m = self.dn(t);
+        m.dispatcher_time_ms
+            .fetch_add(elapsed.as_millis() as u64, Relaxed);
+        self.in_flight.fetch_sub(1, Relaxed);
         if let Some(m) = self.of(t) {
-            m.latency_num_ops.increment(1);
-            m.dispatcher_time_ms.increment(ns / 1_000_000);
-            m.total_ns.fetch_add(ns, Relaxed);
-            m.count.fetch_add(1, Relaxed);
-            m.bytes.increment(data_bytes);
             m.duration.record(elapsed.as_secs_f64());
             if result == "SUCCESS" {
                 m.success.increment(1);
@@ -338,26 +335,12 @@ impl Metrics {
     /// between scrapes.
     pub fn upkeep(&self) {
         self.sim.handle().run_upkeep();
-        self.dn.handle().run_upkeep();
     }
 
     fn refresh(&self, pool: &crate::pool::HandlerPool) {
         self.handlers_busy.set(pool.busy() as f64);
-        self.dispatcher_concurrency.set(pool.busy() as f64);
         self.handlers_total.set(pool.size() as f64);
         self.queue_depth.set(pool.queued() as f64);
-        let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, m) in self.types.iter().enumerate() {
-            let Some(m) = m else { continue };
-            let (count, total) = (m.count.load(Relaxed), m.total_ns.load(Relaxed));
-            let (pc, pt) = previous[i];
-            if count > pc {
-                m.latency_avg_time
-                    .set((total - pt) as f64 / (count - pc) as f64);
-                previous[i] = (count, total);
-            }
-        }
-        drop(previous);
         if let Some(p) = ProcessStats::read() {
             self.process_cpu.absolute(p.cpu_seconds as u64);
             self.process_rss.set(p.resident_bytes as f64);
@@ -365,10 +348,128 @@ impl Metrics {
         }
     }
 
+    /// The DataNode-named metrics as a real DataNode's `/prom` renders them
+    /// (`PrometheusMetricsSink`): `# TYPE` and samples sorted by name, `ContainerMetrics` with
+    /// labels `context="dfs",hostname`, `HddsDispatcher` with `type,hostname` (its
+    /// `concurrency`, a counter, with `hostname` only); one series per command type of the
+    /// release; integers for counters, Java doubles for gauges.
+    fn render_datanode(&self) -> String {
+        let host = &self.hostname;
+        let scm = format!("{{context=\"dfs\",hostname=\"{host}\"}}");
+        // name → (TYPE, [(labels, value)])
+        let mut out: BTreeMap<String, Family> = BTreeMap::new();
+        let mut put = |name: String, kind: &'static str, labels: String, value: String| {
+            out.entry(name)
+                .or_insert_with(|| (kind, Vec::new()))
+                .1
+                .push((labels, value));
+        };
+        let counter = |v: u64| v.to_string();
+        let scm_name = |n: &str| format!("storage_container_metrics_{n}");
+        put(
+            scm_name("num_ops"),
+            "counter",
+            scm.clone(),
+            counter(self.num_ops.load(Relaxed)),
+        );
+        let mut extras = vec![
+            "container_delete_failed_non_empty",
+            "container_delete_failed_block_count_not_zero",
+            "container_force_delete",
+            "num_read_state_machine",
+            "bytes_read_state_machine",
+        ];
+        if self.version.at_least(OzoneVersion::V2_1) {
+            extras.extend([
+                "num_container_reconciled_without_changes",
+                "num_container_reconciled_with_changes",
+            ]);
+        }
+        for n in extras {
+            put(scm_name(n), "counter", scm.clone(), "0".into());
+        }
+        let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
+        for t in self.version.cmd_types() {
+            let m = self.dn(t);
+            let snake = t.snake_name();
+            put(
+                scm_name(&format!("num_{snake}")),
+                "counter",
+                scm.clone(),
+                counter(m.num.load(Relaxed)),
+            );
+            put(
+                scm_name(&format!("bytes_{snake}")),
+                "counter",
+                scm.clone(),
+                counter(m.bytes.load(Relaxed)),
+            );
+            if self.version.at_least(OzoneVersion::V2_1) {
+                put(
+                    scm_name(&format!("bytes_for_closed_container_{snake}")),
+                    "counter",
+                    scm.clone(),
+                    "0".into(),
+                );
+            }
+            let (count, total) = (
+                m.latency_count.load(Relaxed),
+                m.latency_total_ns.load(Relaxed),
+            );
+            let (pc, pt) = std::mem::replace(&mut previous[t as usize], (count, total));
+            let avg = if count > pc {
+                (total - pt) as f64 / (count - pc) as f64
+            } else {
+                0.0
+            };
+            put(
+                scm_name(&format!("latency_ns_{snake}_num_ops")),
+                "counter",
+                scm.clone(),
+                counter(count),
+            );
+            put(
+                scm_name(&format!("latency_ns_{snake}_avg_time")),
+                "gauge",
+                scm.clone(),
+                java_double(avg),
+            );
+            let typed = format!("{{type=\"{}\",hostname=\"{host}\"}}", t.as_str_name());
+            put(
+                "hdds_dispatcher_counter".into(),
+                "counter",
+                typed.clone(),
+                counter(m.dispatcher_counter.load(Relaxed)),
+            );
+            put(
+                "hdds_dispatcher_time".into(),
+                "counter",
+                typed,
+                counter(m.dispatcher_time_ms.load(Relaxed)),
+            );
+        }
+        drop(previous);
+        put(
+            "hdds_dispatcher_concurrency".into(),
+            "counter",
+            format!("{{hostname=\"{host}\"}}"),
+            self.in_flight.load(Relaxed).max(0).to_string(),
+        );
+        let mut text = String::new();
+        for (name, (kind, mut series)) in out {
+            series.sort();
+            let _ = writeln!(text, "# TYPE {name} {kind}");
+            for (labels, value) in series {
+                let _ = writeln!(text, "{name}{labels} {value}");
+            }
+        }
+        text
+    }
+
     /// `/prom`: DataNode names, then the simulator's.
     pub fn render_prom(&self, pool: &crate::pool::HandlerPool) -> String {
         self.refresh(pool);
-        let mut out = self.dn.handle().render();
+        let mut out = self.render_datanode();
         out.push_str(&self.sim.handle().render());
         out
     }
@@ -377,6 +478,37 @@ impl Metrics {
     pub fn render_metrics(&self, pool: &crate::pool::HandlerPool) -> String {
         self.refresh(pool);
         self.sim.handle().render()
+    }
+}
+
+/// One metric name's `# TYPE` and its (labels, value) samples.
+type Family = (&'static str, Vec<(String, String)>);
+
+/// A double as Java's `Double.toString` prints it (Hadoop's sink writes gauges so): `0.0`,
+/// `1500000.0`, `1.25E7`.
+fn java_double(v: f64) -> String {
+    if !v.is_finite() {
+        return if v.is_nan() {
+            "NaN".into()
+        } else if v > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        };
+    }
+    let a = v.abs();
+    if a == 0.0 || (1e-3..1e7).contains(&a) {
+        let s = format!("{v}");
+        if s.contains('.') { s } else { format!("{s}.0") }
+    } else {
+        let s = format!("{v:e}");
+        let (mantissa, exp) = s.split_once('e').expect("{:e} has an exponent");
+        let mantissa = if mantissa.contains('.') {
+            mantissa.to_string()
+        } else {
+            format!("{mantissa}.0")
+        };
+        format!("{mantissa}E{exp}")
     }
 }
 
@@ -411,45 +543,121 @@ impl ProcessStats {
 mod tests {
     use super::*;
 
+    fn sample<'a>(prom: &'a str, prefix: &str) -> &'a str {
+        prom.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{prom}"))
+    }
+
     #[test]
     fn datanode_names_are_exposed_on_prom_only() {
-        let m = Metrics::new();
+        let m = Metrics::new(OzoneVersion::V2_2);
         let pool = crate::pool::HandlerPool::new(4, None);
         m.request_received(Type::Echo, 20);
-        m.request_done(Type::Echo, "SUCCESS", Duration::from_micros(1500), 0, 30);
+        m.handler_latency(Type::Echo, Duration::from_micros(1500));
+        m.request_done(Type::Echo, "SUCCESS", Duration::from_micros(1500), 30);
         m.request_received(Type::WriteChunk, 4200);
         m.request_done(
             Type::WriteChunk,
             "CONTAINER_NOT_FOUND",
             Duration::from_millis(2),
-            4096,
             10,
         );
         let prom = m.render_prom(&pool);
         assert!(
-            prom.contains("storage_container_metrics_num_ops{context=\"dfs\""),
+            prom.contains("storage_container_metrics_num_ops{context=\"dfs\",hostname=\""),
             "{prom}"
         );
-        assert!(prom.contains("storage_container_metrics_num_echo{"));
-        assert!(prom.contains("storage_container_metrics_bytes_write_chunk{"));
-        assert!(prom.contains("storage_container_metrics_latency_ns_echo_avg_time{"));
+        assert!(prom.contains("# TYPE storage_container_metrics_num_ops counter\n"));
+        assert!(sample(&prom, "storage_container_metrics_num_echo{").ends_with(" 1"));
+        assert!(sample(&prom, "storage_container_metrics_bytes_write_chunk{").ends_with(" 0"));
+        // No handler sample for the failed WriteChunk (a pre-handler failure).
         assert!(
-            prom.lines()
-                .any(|l| l.starts_with("hdds_dispatcher_counter{") && l.contains("type=\"Echo\"")),
-            "{prom}"
+            sample(
+                &prom,
+                "storage_container_metrics_latency_ns_write_chunk_num_ops{"
+            )
+            .ends_with(" 0")
         );
+        assert!(prom.contains("# TYPE storage_container_metrics_latency_ns_echo_avg_time gauge\n"));
+        let avg = sample(&prom, "storage_container_metrics_latency_ns_echo_avg_time{");
+        assert!(avg.ends_with(" 1500000.0"), "{avg}");
+        // The next interval has no samples: Hadoop's MutableRate then shows 0.0.
+        let again = m.render_prom(&pool);
+        let avg = sample(
+            &again,
+            "storage_container_metrics_latency_ns_echo_avg_time{",
+        );
+        assert!(avg.ends_with(" 0.0"), "{avg}");
+        let echo = sample(&prom, "hdds_dispatcher_counter{type=\"Echo\",");
+        assert!(
+            echo.starts_with("hdds_dispatcher_counter{type=\"Echo\",hostname=\""),
+            "{echo}"
+        );
+        assert!(echo.ends_with(" 1"));
+        assert!(prom.contains("# TYPE hdds_dispatcher_concurrency counter\n"));
+        assert!(sample(&prom, "hdds_dispatcher_concurrency{hostname=\"").ends_with(" 0"));
+        assert!(!prom.contains("hdds_dispatcher_counter{context"));
         assert!(prom.contains(
             "dn_sim_requests_total{type=\"WriteChunk\",result=\"CONTAINER_NOT_FOUND\"} 1"
         ));
-        let avg = prom
-            .lines()
-            .find(|l| l.starts_with("storage_container_metrics_latency_ns_echo_avg_time{"))
-            .unwrap();
-        assert!(avg.ends_with(" 1500000"), "{avg}");
         let metrics = m.render_metrics(&pool);
         assert!(!metrics.contains("storage_container_metrics"));
+        assert!(!metrics.contains("hdds_dispatcher"));
         assert!(metrics.contains("dn_sim_request_duration_seconds_bucket"));
         assert!(metrics.contains("dn_sim_handlers 4"));
         assert!(metrics.contains("process_resident_memory_bytes"));
+    }
+
+    #[test]
+    fn each_release_lists_its_own_command_types_and_counters() {
+        let pool = crate::pool::HandlerPool::new(1, None);
+        let count =
+            |prom: &str, prefix: &str| prom.lines().filter(|l| l.starts_with(prefix)).count();
+        for (v, types) in [
+            (OzoneVersion::V2_0, 22),
+            (OzoneVersion::V2_1, 23),
+            (OzoneVersion::V2_2, 24),
+        ] {
+            // The DataNode names only (dn-sim's own metrics cover every type of the protocol).
+            let prom: String = Metrics::new(v)
+                .render_prom(&pool)
+                .lines()
+                .filter(|l| !l.contains("dn_sim_"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            assert_eq!(count(&prom, "hdds_dispatcher_counter{"), types, "{v}");
+            assert_eq!(count(&prom, "hdds_dispatcher_time{"), types, "{v}");
+            assert_eq!(
+                count(&prom, "storage_container_metrics_latency_ns_"),
+                2 * types,
+                "{v}"
+            );
+            assert!(!prom.contains("StreamInitWithPutBlock"), "{v}");
+            assert!(!prom.contains("stream_init_with_put_block"), "{v}");
+            assert_eq!(
+                prom.contains("GetContainerChecksumInfo"),
+                v >= OzoneVersion::V2_1
+            );
+            assert_eq!(prom.contains("type=\"ReadBlock\""), v >= OzoneVersion::V2_2);
+            assert_eq!(
+                prom.contains("storage_container_metrics_bytes_for_closed_container_echo{"),
+                v >= OzoneVersion::V2_1
+            );
+            assert_eq!(
+                prom.contains("storage_container_metrics_num_container_reconciled_with_changes{"),
+                v >= OzoneVersion::V2_1
+            );
+            assert!(prom.contains("storage_container_metrics_container_force_delete{"));
+        }
+    }
+
+    #[test]
+    fn gauges_print_as_java_doubles() {
+        assert_eq!(java_double(0.0), "0.0");
+        assert_eq!(java_double(1500000.0), "1500000.0");
+        assert_eq!(java_double(1234.5), "1234.5");
+        assert_eq!(java_double(12500000.0), "1.25E7");
+        assert_eq!(java_double(10000000.0), "1.0E7");
     }
 }

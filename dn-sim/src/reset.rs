@@ -20,6 +20,19 @@ pub fn reset_status() -> Status {
     status
 }
 
+/// A status that ends the stream with RST_STREAM(CANCEL) instead: what grpc-java's Netty server
+/// sends when it cancels a stream (e.g. an over-limit request on Ozone 2.0.0, or on 2.1.0/2.2.0
+/// once the stream has sent headers).
+pub fn cancel_status(why: &str) -> Status {
+    let mut status = Status::cancelled(why.to_string());
+    status
+        .metadata_mut()
+        .insert(MARKER, CANCEL.parse().expect("static ASCII value"));
+    status
+}
+
+const CANCEL: &str = "cancel";
+
 /// Wraps response bodies so that marked trailers become a stream reset.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ResetLayer;
@@ -63,6 +76,11 @@ struct ResetBody(tonic::body::Body);
 #[error("stream reset by dn-sim (--fault reset)")]
 struct ResetError;
 
+/// hyper resets the stream with the `h2::Reason` it finds in a body error's sources.
+#[derive(Debug, thiserror::Error)]
+#[error("stream cancelled by dn-sim")]
+struct CancelError(#[source] h2::Error);
+
 impl Body for ResetBody {
     type Data = Bytes;
     type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -73,7 +91,11 @@ impl Body for ResetBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match Pin::new(&mut self.0).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                if frame.trailers_ref().is_some_and(|t| t.contains_key(MARKER)) {
+                if let Some(mark) = frame.trailers_ref().and_then(|t| t.get(MARKER)) {
+                    if mark == CANCEL {
+                        let cancel = h2::Error::from(h2::Reason::CANCEL);
+                        return Poll::Ready(Some(Err(Box::new(CancelError(cancel)))));
+                    }
                     return Poll::Ready(Some(Err(Box::new(ResetError))));
                 }
                 Poll::Ready(Some(Ok(frame)))

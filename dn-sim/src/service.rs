@@ -4,12 +4,13 @@
 
 use crate::dispatcher::{Dispatcher, Outcome};
 use crate::rng::RngFactory;
+use crate::version::OzoneVersion;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolService;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 use futures_util::Stream;
 use std::pin::Pin;
 use std::sync::Arc;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status, Streaming};
 
 pub struct XceiverService {
     dispatcher: Arc<Dispatcher>,
@@ -54,9 +55,10 @@ impl XceiverClientProtocolService for XceiverService {
         let open = OpenStream(Arc::clone(&self.dispatcher));
         // The response stream pulls the next request only after the previous answer was taken,
         // which keeps one stream's requests in order and needs no task or channel per stream.
-        // An inbound error (e.g. a request that fails the required-field check) is forwarded as
-        // the stream's status, as grpc-java does, and ends the stream. Each stream draws its
-        // delays and faults from its own seeded generator.
+        // An inbound error (a request that fails to parse, or one over the message limit) ends the
+        // stream with the status the release's grpc-java sends (`inbound_error`). Each stream
+        // draws its delays and faults from its own seeded generator. `answered`: a response went
+        // out on this stream (grpc-java has then sent the headers).
         // With an early check, the stream's first request has been charged its ops token.
         let state = (
             request.into_inner(),
@@ -64,14 +66,24 @@ impl XceiverClientProtocolService for XceiverService {
             self.rngs.for_stream(),
             false,
             early,
+            false,
         );
         let responses = futures_util::stream::unfold(
             state,
-            |(mut inbound, open, mut rng, ended, charged)| async move {
+            |(mut inbound, open, mut rng, ended, charged, answered)| async move {
                 if ended {
                     return None;
                 }
+                let version = open.0.version;
                 let item = match inbound.message().await {
+                    Ok(Some(req)) if !version.defines_cmd_type(req.cmd_type) => {
+                        tracing::debug!(
+                            cmd_type = req.cmd_type,
+                            "request failed to parse: cmdType {} is not a command type of Ozone {version}",
+                            req.cmd_type
+                        );
+                        Err(version.parse_failure_status())
+                    }
                     Ok(Some(req)) => match open.0.dispatch(req, &mut rng, charged).await {
                         Outcome::Answer(resp) => Ok(resp),
                         Outcome::Fail(status) => Err(status),
@@ -79,12 +91,122 @@ impl XceiverClientProtocolService for XceiverService {
                         Outcome::Drop => std::future::pending().await,
                     },
                     Ok(None) => return None,
-                    Err(status) => Err(status),
+                    Err(status) => Err(inbound_error(status, version, answered)),
                 };
                 let ended = item.is_err();
-                Some((item, (inbound, open, rng, ended, false)))
+                let answered = answered || item.is_ok();
+                Some((item, (inbound, open, rng, ended, false, answered)))
             },
         );
         Ok(Response::new(Box::pin(responses)))
+    }
+}
+
+/// The status a real DataNode of `version` ends the stream with when the inbound request fails
+/// before it reaches the service (tonic's decoder, `common::codec::OzoneCodec`):
+/// - a request that fails to parse (garbage, a missing required field at any depth, an unknown
+///   value of a required enum): UNKNOWN, described per release (`parse_failure_status`); the
+///   parser's reason is only logged (debug);
+/// - a request over the 32 MiB limit: grpc-java's deframer fails it with RESOURCE_EXHAUSTED
+///   "gRPC message exceeds maximum size 33554432: <length>". Ozone 2.1.0/2.2.0 (grpc ≥ 1.64)
+///   send that status while the stream has sent no headers (no earlier answer) and otherwise
+///   RST_STREAM(CANCEL); 2.0.0 (grpc 1.58) always resets the stream with CANCEL.
+///
+/// Anything else (a transport error) is passed on.
+pub fn inbound_error(status: Status, version: OzoneVersion, answered: bool) -> Status {
+    if status.code() == Code::Internal
+        && status
+            .message()
+            .starts_with(common::codec::INVALID_PROTOBUF)
+    {
+        tracing::debug!(reason = status.message(), "request failed to parse");
+        return version.parse_failure_status();
+    }
+    if status.code() == Code::OutOfRange
+        && let Some(len) = oversize_length(status.message())
+    {
+        tracing::debug!(
+            length = len,
+            limit = common::MAX_MESSAGE_SIZE,
+            "request over the message size limit"
+        );
+        let text = format!(
+            "gRPC message exceeds maximum size {}: {len}",
+            common::MAX_MESSAGE_SIZE
+        );
+        if version.at_least(OzoneVersion::V2_1) && !answered {
+            return Status::resource_exhausted(text);
+        }
+        return crate::reset::cancel_status(&text);
+    }
+    status
+}
+
+/// The length in tonic's "Error, decoded message length too large: found N bytes, the limit is:
+/// M bytes".
+fn oversize_length(message: &str) -> Option<u64> {
+    let rest = message.strip_prefix("Error, decoded message length too large: found ")?;
+    rest.split_once(' ')?.0.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn too_large() -> Status {
+        Status::out_of_range(
+            "Error, decoded message length too large: found 34603065 bytes, the limit is: 33554432 bytes",
+        )
+    }
+
+    #[test]
+    fn parse_failures_become_the_release_s_unknown() {
+        let parse = || {
+            Status::internal(format!(
+                "{}: truncated or malformed message",
+                common::codec::INVALID_PROTOBUF
+            ))
+        };
+        for v in OzoneVersion::ALL {
+            for answered in [false, true] {
+                let s = inbound_error(parse(), v, answered);
+                assert_eq!(s.code(), Code::Unknown);
+                assert_eq!(s.message(), v.parse_failure_status().message());
+            }
+        }
+        assert_eq!(
+            inbound_error(parse(), OzoneVersion::V2_0, false).message(),
+            ""
+        );
+        assert_eq!(
+            inbound_error(parse(), OzoneVersion::V2_2, false).message(),
+            "Application error processing RPC"
+        );
+    }
+
+    #[test]
+    fn oversize_requests_per_release() {
+        for v in [OzoneVersion::V2_1, OzoneVersion::V2_2] {
+            let s = inbound_error(too_large(), v, false);
+            assert_eq!(s.code(), Code::ResourceExhausted);
+            assert_eq!(
+                s.message(),
+                "gRPC message exceeds maximum size 33554432: 34603065"
+            );
+            // After an answer the headers are out: the stream is reset (CANCEL).
+            let s = inbound_error(too_large(), v, true);
+            assert_eq!(s.code(), Code::Cancelled);
+            assert!(s.metadata().contains_key("x-dn-sim-reset"));
+        }
+        let s = inbound_error(too_large(), OzoneVersion::V2_0, false);
+        assert_eq!(s.code(), Code::Cancelled);
+        assert!(s.metadata().contains_key("x-dn-sim-reset"));
+    }
+
+    #[test]
+    fn other_errors_pass_through() {
+        let s = inbound_error(Status::cancelled("h2"), OzoneVersion::V2_2, false);
+        assert_eq!((s.code(), s.message()), (Code::Cancelled, "h2"));
+        assert_eq!(oversize_length("found 1 bytes"), None);
     }
 }

@@ -32,6 +32,37 @@ impl OzoneVersion {
     pub fn at_least(self, other: OzoneVersion) -> bool {
         self >= other
     }
+
+    /// Whether this release's `Type` enum has the number `cmd_type`: 1–22 in 2.0,
+    /// GetContainerChecksumInfo = 23 from 2.1, ReadBlock = 24 from 2.2. StreamInitWithPutBlock = 25
+    /// is in no release. `cmdType` is a required enum, so any other number fails the parse.
+    pub fn defines_cmd_type(self, cmd_type: i32) -> bool {
+        let last = match self {
+            Self::V2_0 => 22,
+            Self::V2_1 => 23,
+            Self::V2_2 => 24,
+        };
+        (1..=last).contains(&cmd_type)
+    }
+
+    /// The `Type` names this release's metrics list (one series each), in enum order.
+    pub fn cmd_types(self) -> impl Iterator<Item = common::proto::Type> {
+        (1..=25)
+            .filter(move |&n| self.defines_cmd_type(n))
+            .filter_map(|n| common::proto::Type::try_from(n).ok())
+    }
+
+    /// How the release's grpc-java closes a call whose request fails to parse:
+    /// `ServerImpl.internalClose` gives UNKNOWN, with "Application error processing RPC" from
+    /// grpc 1.60 on (Ozone 2.1.0, grpc 1.71; 2.2.0, grpc 1.75) and no description before (2.0.0,
+    /// grpc 1.58). The parser's own text is never sent.
+    pub fn parse_failure_status(self) -> tonic::Status {
+        if self.at_least(Self::V2_1) {
+            tonic::Status::unknown("Application error processing RPC")
+        } else {
+            tonic::Status::unknown("")
+        }
+    }
 }
 
 impl fmt::Display for OzoneVersion {
@@ -71,5 +102,33 @@ mod tests {
         assert!("2".parse::<OzoneVersion>().is_err());
         assert!(OzoneVersion::V2_2.at_least(OzoneVersion::V2_1));
         assert!(!OzoneVersion::V2_0.at_least(OzoneVersion::V2_1));
+    }
+
+    #[test]
+    fn command_types_per_release() {
+        use OzoneVersion::*;
+        for v in OzoneVersion::ALL {
+            assert!(v.defines_cmd_type(1) && v.defines_cmd_type(22), "{v}");
+            assert!(!v.defines_cmd_type(0) && !v.defines_cmd_type(25) && !v.defines_cmd_type(99));
+        }
+        assert!(!V2_0.defines_cmd_type(23) && !V2_0.defines_cmd_type(24));
+        assert!(V2_1.defines_cmd_type(23) && !V2_1.defines_cmd_type(24));
+        assert!(V2_2.defines_cmd_type(23) && V2_2.defines_cmd_type(24));
+        assert_eq!(V2_0.cmd_types().count(), 22);
+        assert_eq!(V2_1.cmd_types().count(), 23);
+        assert_eq!(V2_2.cmd_types().count(), 24);
+    }
+
+    #[test]
+    fn parse_failures_are_unknown_with_the_release_s_description() {
+        for (v, text) in [
+            (OzoneVersion::V2_0, ""),
+            (OzoneVersion::V2_1, "Application error processing RPC"),
+            (OzoneVersion::V2_2, "Application error processing RPC"),
+        ] {
+            let status = v.parse_failure_status();
+            assert_eq!(status.code(), tonic::Code::Unknown, "{v}");
+            assert_eq!(status.message(), text, "{v}");
+        }
     }
 }

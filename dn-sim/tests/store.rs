@@ -1159,7 +1159,7 @@ async fn hostile_requests_get_answers_and_the_server_goes_on() {
         assert!(OzoneResult::try_from(resp.result).is_ok());
     }
     // An unknown checksum type is an unknown value of a required enum: like grpc-java, the
-    // codec refuses the message (INTERNAL), before any handler sees it.
+    // parser refuses the message before any handler sees it (UNKNOWN on the wire).
     let mut bad_type = write_chunk(1, 2, 0, data(10, 0));
     bad_type
         .write_chunk
@@ -1176,7 +1176,7 @@ async fn hostile_requests_get_answers_and_the_server_goes_on() {
         .unwrap()
         .into_inner();
     let status = inbound.message().await.unwrap_err();
-    assert_eq!(status.code(), tonic::Code::Internal);
+    assert_eq!(status.code(), tonic::Code::Unknown);
     let mut echo = req(Type::Echo, 9);
     echo.echo = Some(EchoRequestProto {
         read_only: Some(true),
