@@ -1,5 +1,5 @@
 //! Ozone chunk checksums (`ChecksumData`), computed and verified as
-//! `hadoop-hdds/common/.../ozone/common/Checksum.java` does (shared/ozone/protocol.md §7).
+//! `hadoop-hdds/common/.../ozone/common/Checksum.java` does.
 //!
 //! - One checksum per `bytesPerChecksum` window of a chunk's data; the last window may be shorter,
 //!   so `len` bytes have `ceil(len / bytesPerChecksum)` checksums.

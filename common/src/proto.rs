@@ -53,7 +53,8 @@ mod tests {
             .join(" ")
     }
 
-    /// The golden bytes from shared/ozone/protocol.md §2, computed from Ozone's field table.
+    /// Golden bytes computed by hand from Ozone's field table (and answered by a real DataNode in
+    /// the conformance suite).
     #[test]
     fn echo_request_golden_bytes() {
         let req = ContainerCommandRequestProto {
@@ -74,7 +75,7 @@ mod tests {
     }
 
     /// WriteChunk with a ChunkInfo carrying ChecksumData. Bytes derived by hand from the field
-    /// numbers in shared/ozone/fields.md:
+    /// numbers of Ozone's DatanodeClientProtocol.proto:
     /// - 08 0c: cmdType(1) = WriteChunk(12); 18 05: containerID(3) = 5; 22 02 64 6e: datanodeUuid "dn"
     /// - 8a 01 LEN: writeChunk(17), tag (17<<3|2)=138 → 8a 01
     ///   - 0a 04 08 05 10 07: blockID(1){containerID=5, localID=7}

@@ -2,7 +2,7 @@
 //! request, takes a handler from the pool (waiting in FIFO order), draws the injected delay and
 //! fault, holds the handler through the delay, and records metrics. [`Dispatcher::serve`] is the
 //! DataNode itself, in the order of Ozone's `HddsDispatcher.dispatchRequest`
-//! (shared/ozone/protocol.md §4): route by `cmdType` (Echo here, everything else to
+//! (the conformance suite checks it against a real one): route by `cmdType` (Echo here, everything else to
 //! [`KeyValueHandler`], which also runs the container checks), build the response envelope. Application errors are normal responses with `result != SUCCESS`; only failures the
 //! real DataNode reports through `onError` become a gRPC status.
 

@@ -1,6 +1,6 @@
 //! `KeyValueHandler`: one function per command type turning a request into a response with the
 //! [`ContainerStore`], and, in [`KeyValueHandler::handle`], the steps `HddsDispatcher` runs around
-//! the handler (shared/ozone/protocol.md §4 steps 4–8): find or auto-create the container, refuse
+//! the handler (`HddsDispatcher.dispatchRequest`): find or auto-create the container, refuse
 //! writes on a full store, route by `cmdType`, and mark the container UNHEALTHY after a failed
 //! write. Echo stays in [`crate::dispatcher`]; every other type comes here.
 //!

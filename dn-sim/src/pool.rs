@@ -1,5 +1,5 @@
 //! The handler pool: the DataNode's fixed `ThreadPoolExecutor(poolSize, poolSize, unbounded
-//! queue)` on the gRPC path (shared/ozone/protocol.md §3). A request holds one handler from
+//! queue)` on the gRPC path (`XceiverServerGrpc`). A request holds one handler from
 //! dispatch until its response is produced, injected delays and echo sleeps included; the rest
 //! wait in FIFO order (tokio's semaphore is fair). The queue is unbounded as in the DataNode unless
 //! `--max-queue` bounds it; then a request that finds it full is rejected.

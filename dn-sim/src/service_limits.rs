@@ -1,4 +1,4 @@
-//! Service limits like a storage account's (shared/seeds/003, reference/throttling.md §1):
+//! Service limits like a storage account's (Azure storage accounts, HADOOP-14660):
 //! `--limit-ingress`, `--limit-egress` (bytes/s of request / response data) and `--limit-ops`
 //! (requests/s), each a token bucket shared by every connection and stream. Over a limit a request
 //! is rejected instead of served, with a gRPC status that names the limit in Azure's words

@@ -1,6 +1,6 @@
 //! One block: its length, its bytes in a backend and its committed `BlockData`, with the
 //! DataNode's FILE_PER_BLOCK rules (`FilePerBlockStrategy`, `ChunkUtils`, `BlockManagerImpl`;
-//! shared/ozone/protocol.md §6). The caller holds the block's lock; [`Container`] finds blocks
+//! Ozone's FilePerBlockStrategy). The caller holds the block's lock; [`Container`] finds blocks
 //! and keeps the container's counters.
 //!
 //! [`Container`]: super::Container

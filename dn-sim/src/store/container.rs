@@ -277,7 +277,7 @@ impl Container {
         }
     }
 
-    /// Marks an OPEN, CLOSING or RECOVERING container UNHEALTHY (a failed write, protocol.md §4
+    /// Marks an OPEN, CLOSING or RECOVERING container UNHEALTHY (a failed write, HddsDispatcher
     /// step 8). Returns whether the state changed.
     pub fn mark_unhealthy(&self) -> bool {
         loop {

@@ -1,5 +1,5 @@
 //! The container store: containers, their blocks and the blocks' bytes, with the DataNode's
-//! rules for them (shared/ozone/protocol.md §4 and §6). [`crate::keyvalue`] turns requests into
+//! rules for them (Ozone's HddsDispatcher, KeyValueHandler, BlockManagerImpl). [`crate::keyvalue`] turns requests into
 //! calls of this API; the store knows nothing of requests, responses or gRPC.
 //!
 //! ## Layout
@@ -279,7 +279,7 @@ impl ContainerStore {
         self.shared.used.load(Ordering::Acquire)
     }
 
-    /// The DataNode's volume-full check (protocol.md §4 step 6): no room for a single byte.
+    /// The DataNode's volume-full check (HddsDispatcher, 2.1 on): no room for a single byte.
     pub fn is_full(&self) -> bool {
         self.shared.kind.holds_data() && self.used() >= self.shared.capacity
     }
