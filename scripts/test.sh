@@ -53,6 +53,15 @@ case "$status" in
     *) exit 1 ;;
 esac
 
+echo "== Ozone 2.2.0's own Java client against dn-sim (scripts/java-client-check.sh)"
+status=0
+scripts/java-client-check.sh >target/java-client-check.log 2>&1 || status=$?
+case "$status" in
+    0) grep -E '^[0-9]+ passed, [0-9]+ failed$' target/java-client-check.log ;;
+    3) echo "!!! SKIPPED: Ozone's Java client against dn-sim: $(tail -1 target/java-client-check.log) !!!" ;;
+    *) cat target/java-client-check.log; exit 1 ;;
+esac
+
 echo "== tests"
 tests_status=0
 if cargo nextest --version >/dev/null 2>&1; then

@@ -18,7 +18,8 @@ while [ $# -gt 0 ]; do
 done
 # (mvn prints colour codes around the value even in batch mode; strip them.)
 repo="$(mvn -q -B help:evaluate -Dexpression=settings.localRepository -DforceStdout 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g' || true)"
-[ -n "$repo" ] || repo="$HOME/.m2/repository"
+# Only an absolute path is a repository path (a broken mvn prints an error instead).
+case "$repo" in /*) ;; *) repo="$HOME/.m2/repository" ;; esac
 case "$version" in
     2.0.0|2.1.0)
         # Maven Central has no DataNode (hdds-container-service) and no ozone-mini-cluster for
