@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Ozone DataNode (scripts/real-datanode.sh) answers loadgen: starts one, waits for its
-# `datanode 127.0.0.1:PORT` line, runs `loadgen echo --target` at it (a new stream per request, then
-# persistent streams, payloads both ways), stops it. Exit 0 when every echo succeeded, 3 when no
+# `datanode 127.0.0.1:PORT` line, runs `loadgen echo --target` at it (a new stream per request,
+# payloads both ways, persistent streams, open loop) and `loadgen write --then-read` and
+# `loadgen read --manifest`, stops it. Exit 0 when every echo succeeded, 3 when no
 # real DataNode can be had here (as scripts/conformance.sh), 1 otherwise.
 # Usage: scripts/real-datanode-smoke.sh [--ozone-version V]   (LOADGEN=path to use a built loadgen)
 set -euo pipefail
@@ -57,4 +58,20 @@ PY
 run -n 2000 -t 8
 run -n 2000 -t 8 --clients 2 --payload-req 4 --payload-resp 4
 run -n 2000 -t 4 --stream-mode persistent --pipeline 4
-echo "real-datanode-smoke: loadgen echo against a real Ozone $version DataNode: every request succeeded"
+run --duration 3s -t 4 --rate 500
+
+# Writes (BlockOutputStream's WriteChunks and PutBlocks, CRC32), every byte read back and verified,
+# then the same blocks again from the manifest. loadgen exits non-zero on any failure or
+# data-integrity error.
+blocks() {
+    echo "+ loadgen $1 --target $addr ${*:2}"
+    if ! "$loadgen" "$1" --target "$addr" --container-id 2 "${@:2}" >"$work/blocks.txt" 2>&1; then
+        tail -30 "$work/blocks.txt" >&2
+        echo "real-datanode-smoke.sh: loadgen $1 failed against the real DataNode" >&2
+        exit 1
+    fi
+    grep -E 'Bytes verified|Data-integrity errors' "$work/blocks.txt" | sed 's/^/  /'
+}
+blocks write -n 40 -t 2 --write-size 1MB --then-read --manifest "$work/manifest.jsonl"
+blocks read -t 2 --manifest "$work/manifest.jsonl"
+echo "real-datanode-smoke: loadgen echo (closed and open loop), write --then-read and read --manifest against a real Ozone $version DataNode: every request succeeded, every byte verified"
