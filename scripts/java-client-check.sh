@@ -65,18 +65,9 @@ done
 [ -n "$ready" ] || { echo "java-client-check.sh: dn-sim did not accept connections on 127.0.0.1:$port within 10 s" >&2; exit 1; }
 
 cp="$root/interop/ozone/target/classes-$version:$(cat "$root/interop/ozone/target/classpath-$version.txt")"
-# The JVM flags Ozone needs on Java 17 (as scripts/real-datanode.sh); 64 MB blocks are held twice.
-jvm=(
-    -Xmx1g -XX:+UseG1GC -Djava.awt.headless=true
-    -Dio.netty.tryReflectionSetAccessible=true
-    --add-opens java.base/java.lang=ALL-UNNAMED
-    --add-opens java.base/java.nio=ALL-UNNAMED
-    --add-opens java.base/sun.nio.ch=ALL-UNNAMED
-    --add-opens java.base/java.util=ALL-UNNAMED
-    --add-opens java.base/java.lang.reflect=ALL-UNNAMED
-    --add-exports java.base/sun.nio.ch=ALL-UNNAMED
-    -Dlog4j2.level=WARN -Dlog4j.configuration=real-datanode-log4j.properties
-)
+# The JVM flags Ozone needs on Java 17; 64 MB blocks are held twice: 1 GiB of heap.
+. "$root/scripts/lib/ozone-java.sh"
+ozone_jvm_flags 1g
 # Ozone's native-library loader unpacks into the working directory: run from a scratch one.
 work="$(mktemp -d "${TMPDIR:-/tmp}/java-client-check-cwd.XXXXXX")"
 status=0

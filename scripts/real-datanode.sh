@@ -35,19 +35,9 @@ command -v mvn >/dev/null || { echo "real-datanode.sh: mvn not found (Maven is n
 "$root/interop/ozone/setup.sh" --ozone-version "$version" >&2
 cp="$root/interop/ozone/target/classes-$version:$(cat "$root/interop/ozone/target/classpath-$version.txt")"
 
-# What Ozone needs on Java 17 (its own launcher sets the same): reflective access for Netty's
-# direct buffers, Hadoop's and RocksDB's helpers, and a headless AWT-free JVM.
-jvm=(
-    -Xmx"$heap" -XX:+UseG1GC -Djava.awt.headless=true
-    -Dio.netty.tryReflectionSetAccessible=true
-    --add-opens java.base/java.lang=ALL-UNNAMED
-    --add-opens java.base/java.nio=ALL-UNNAMED
-    --add-opens java.base/sun.nio.ch=ALL-UNNAMED
-    --add-opens java.base/java.util=ALL-UNNAMED
-    --add-opens java.base/java.lang.reflect=ALL-UNNAMED
-    --add-exports java.base/sun.nio.ch=ALL-UNNAMED
-    -Dlog4j2.level=WARN -Dlog4j.configuration=real-datanode-log4j.properties
-)
+# The JVM flags Ozone needs on Java 17.
+. "$root/scripts/lib/ozone-java.sh"
+ozone_jvm_flags "$heap"
 # Ozone's native-library loader unpacks into the working directory: run from a scratch one.
 work="$(mktemp -d "${TMPDIR:-/tmp}/real-datanode-cwd.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

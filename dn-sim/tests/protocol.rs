@@ -1,6 +1,6 @@
 //! dn-sim speaks the DataNode client protocol: stream patterns, Echo, result codes, wire rules.
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use common::proto::xceiver_client_protocol_service_client::XceiverClientProtocolServiceClient as Client;
 use common::proto::{
     ContainerCommandRequestProto as Req, ContainerCommandResponseProto as Resp, EchoRequestProto,
@@ -8,8 +8,9 @@ use common::proto::{
 };
 use dn_sim::{Config, RunningServer};
 use tonic::Code;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::Channel;
+
+mod support;
 
 async fn server() -> (RunningServer, Client<Channel>) {
     let mut config = Config::loopback();
@@ -173,60 +174,11 @@ async fn unserved_types_are_unsupported_and_an_echo_without_payload_is_empty() {
     server.shutdown().await;
 }
 
-/// Sends hand-made bytes, so that a request can lack fields prost would always encode.
-#[derive(Default)]
-struct RawCodec;
-struct RawEncoder;
-struct RespDecoder;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Resp;
-    type Encoder = RawEncoder;
-    type Decoder = RespDecoder;
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-    fn decoder(&mut self) -> RespDecoder {
-        RespDecoder
-    }
-}
-
-impl Encoder for RawEncoder {
-    type Item = Bytes;
-    type Error = tonic::Status;
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RespDecoder {
-    type Item = Resp;
-    type Error = tonic::Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Resp>, tonic::Status> {
-        use prost::Message;
-        Ok(Some(
-            Resp::decode(src).map_err(|e| tonic::Status::internal(e.to_string()))?,
-        ))
-    }
-}
-
+/// One hand-made request on a new stream, its answer decoded.
 async fn send_raw(addr: std::net::SocketAddr, bytes: &'static [u8]) -> Result<Resp, tonic::Status> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.unwrap();
-    let path = tonic::codegen::http::uri::PathAndQuery::from_static(common::proto::SEND_PATH);
-    let request = tonic::Request::new(tokio_stream::once(Bytes::from_static(bytes)));
-    let mut inbound = grpc.streaming(request, path, RawCodec).await?.into_inner();
-    inbound
-        .message()
-        .await?
-        .ok_or_else(|| tonic::Status::unknown("no response"))
+    use prost::Message;
+    let answer = support::send_raw(addr, bytes).await?;
+    Ok(Resp::decode(answer).expect("the answer is a ContainerCommandResponseProto"))
 }
 
 #[tokio::test]

@@ -13,8 +13,10 @@ use common::proto::{
 use dn_sim::version::OzoneVersion;
 use dn_sim::{Config, RunningServer};
 use tonic::Code;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::Channel;
+
+mod support;
+use support::send_raw;
 
 async fn server(version: OzoneVersion) -> (RunningServer, Client<Channel>) {
     let mut config = Config::loopback();
@@ -69,61 +71,6 @@ async fn stream(
     }
 }
 
-#[derive(Clone, Copy, Default)]
-struct RawCodec;
-struct RawEncoder;
-struct RawDecoder;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl Encoder for RawEncoder {
-    type Item = Bytes;
-    type Error = tonic::Status;
-    fn encode(&mut self, item: Bytes, buf: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        use bytes::BufMut;
-        buf.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawDecoder {
-    type Item = Bytes;
-    type Error = tonic::Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
-        use bytes::Buf;
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
-
-/// One raw message on a new stream; the status that ended the call, if any.
-async fn send_raw(server: &RunningServer, bytes: &'static [u8]) -> Result<Bytes, tonic::Status> {
-    let channel = Channel::from_shared(format!("http://{}", server.local_addr()))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.unwrap();
-    let path = tonic::codegen::http::uri::PathAndQuery::from_static(common::proto::SEND_PATH);
-    let request = tonic::Request::new(tokio_stream::once(Bytes::from_static(bytes)));
-    let mut inbound = grpc.streaming(request, path, RawCodec).await?.into_inner();
-    inbound
-        .message()
-        .await?
-        .ok_or_else(|| tonic::Status::ok("no response"))
-}
-
 fn expected_parse_failure(version: OzoneVersion) -> &'static str {
     match version {
         OzoneVersion::V2_0 => "",
@@ -145,7 +92,7 @@ async fn parse_failures_end_the_call_with_unknown_per_release() {
     for version in OzoneVersion::ALL {
         let (server, mut client) = server(version).await;
         for bytes in cases {
-            let status = send_raw(&server, bytes).await.unwrap_err();
+            let status = send_raw(server.local_addr(), bytes).await.unwrap_err();
             assert_eq!(
                 status.code(),
                 Code::Unknown,
