@@ -6,10 +6,11 @@
 # directory removed on exit. Ozone's logs go to stderr.
 #
 # Usage: scripts/real-datanode.sh [--ozone-version V] [--containers LIST] [--info FILE]
-#                                 [--heap SIZE] [-D key=value]...
+#                                 [--conf-out FILE] [--heap SIZE] [-D key=value]...
 #   --ozone-version  Ozone release (default 2.2.0, from Maven Central; 2.0.0, 2.1.0 if built locally)
 #   --containers     container IDs to create, e.g. 1-100 (default 1); SCM numbers them 1, 2, 3, …
 #   --info FILE      also write `datanode ADDR`, `uuid UUID`, `http ADDR` (/prom), `version V`
+#   --conf-out FILE  also write the cluster's configuration (Hadoop XML) for `freon -conf FILE`
 #   --heap           the JVM's maximum heap (default 1g)
 #   -D key=value     an Ozone configuration key for the cluster and so the DataNode, e.g.
 #                    -D hdds.datanode.read.chunk.threads.per.volume=1
@@ -22,10 +23,10 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --ozone-version) version="${2:?--ozone-version needs a value}"; shift 2 ;;
         --heap) heap="${2:?--heap needs a value}"; shift 2 ;;
-        --containers|--info|-D) [ $# -ge 2 ] || { echo "real-datanode.sh: $1 needs a value" >&2; exit 2; }
+        --containers|--info|--conf-out|-D) [ $# -ge 2 ] || { echo "real-datanode.sh: $1 needs a value" >&2; exit 2; }
             args+=("$1" "$2"); shift 2 ;;
         -D*) args+=("$1"); shift ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "real-datanode.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -3,16 +3,20 @@
 # local repository, ~/.m2 unless MAVEN_OPTS says otherwise), compiles the Java classes into
 # target/classes-VERSION and writes the runtime classpath to target/classpath-VERSION.txt. 2.0.0 and
 # 2.1.0 are not on Maven Central: they must be built from source into that repository first (see
-# below). Prints nothing on success unless -v.
-# Usage: interop/ozone/setup.sh [--ozone-version V] [-v]
+# below). With --freon it builds, instead, the classpath of the real `ozone freon` (interop/ozone/freon,
+# the ozone-freon artifact) into freon/target/classpath-VERSION.txt. Prints nothing on success
+# unless -v.
+# Usage: interop/ozone/setup.sh [--ozone-version V] [--freon] [-v]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 version=2.2.0
 quiet=-q
+freon=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --ozone-version) version="${2:?--ozone-version needs a value}"; shift 2 ;;
         -v) quiet=; shift ;;
+        --freon) freon=1; shift ;;
         *) echo "setup.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -49,6 +53,15 @@ if [ -f "$standin" ]; then
         rm -f "$dest"/*.lastUpdated
         cp "$standin" "$dest/"
     fi
+fi
+
+if [ "$freon" = 1 ]; then
+    # Maven Central serves ozone-freon from 2.2.0 on (2.0.0, 2.1.0: built from source, as above,
+    # with -pl hadoop-ozone/freon -am).
+    if [ ! -f "$here/freon/target/classpath-$version.txt" ] || [ "$here/freon/pom.xml" -nt "$here/freon/target/classpath-$version.txt" ]; then
+        mvn $quiet -B -f "$here/freon/pom.xml" -Dozone.version="$version" compile
+    fi
+    exit 0
 fi
 
 cp_file="$here/target/classpath-$version.txt"

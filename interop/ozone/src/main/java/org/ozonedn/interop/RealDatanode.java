@@ -36,7 +36,8 @@ import org.apache.hadoop.ozone.MiniOzoneCluster;
  *
  * <p>Arguments: {@code --containers LIST} (IDs and ranges, e.g. {@code 1-100,200}; SCM hands out IDs
  * 1, 2, 3, … so the highest ID decides how many are allocated), {@code --info FILE} (also writes
- * {@code datanode}, {@code uuid} and {@code http} lines there), {@code -D key=value} (any Ozone key,
+ * {@code datanode}, {@code uuid} and {@code http} lines there), {@code --conf-out FILE} (the
+ * cluster's configuration as Hadoop XML, for Ozone tools in other JVMs), {@code -D key=value} (any Ozone key,
  * applied to the whole cluster and so to the DataNode).
  */
 public final class RealDatanode {
@@ -145,6 +146,15 @@ public final class RealDatanode {
       Path tmp = Paths.get(parsed.info + ".tmp");
       Files.write(tmp, lines, StandardCharsets.UTF_8);
       Files.move(tmp, Paths.get(parsed.info), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+    }
+    if (parsed.confOut != null) {
+      // The cluster's configuration (SCM's client address above all), for Ozone tools run in
+      // other JVMs: `ozone freon ... -conf FILE` finds the containers and pipelines through SCM.
+      Path tmp = Paths.get(parsed.confOut + ".tmp");
+      try (java.io.OutputStream out = Files.newOutputStream(tmp)) {
+        cluster.getConf().writeXml(out);
+      }
+      Files.move(tmp, Paths.get(parsed.confOut), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
     }
     System.err.printf("real-datanode: Ozone %s DataNode %s serving on %s (http %s) after %.1f s, %d containers%n",
         org.apache.hadoop.ozone.util.OzoneVersionInfo.OZONE_VERSION_INFO.getVersion(),
@@ -294,6 +304,7 @@ public final class RealDatanode {
     final TreeSet<Long> containers = new TreeSet<>();
     final Map<String, String> defines = new LinkedHashMap<>();
     String info;
+    String confOut;
 
     static Args parse(String[] argv) {
       Args a = new Args();
@@ -307,6 +318,9 @@ public final class RealDatanode {
             break;
           case "--info":
             a.info = value(argv, ++i, arg);
+            break;
+          case "--conf-out":
+            a.confOut = value(argv, ++i, arg);
             break;
           case "-D":
             define(a, value(argv, ++i, arg));

@@ -1,0 +1,63 @@
+# Sourced by the scripts that start a real DataNode and run the real `ozone freon` beside loadgen
+# (bench-vs-freon.sh, exp-real-handlers.sh). Needs `root` (the repository) set by the caller.
+#
+#   real_dn_start DIR VERSION [real-datanode.sh arguments...]
+#       starts scripts/real-datanode.sh in the background with its files in DIR (out, log,
+#       conf.xml: the cluster's configuration for freon's -conf), waits for its `datanode` line;
+#       sets dn_pid and dn_addr. Returns 1 (with the log's tail on stderr) if it does not start.
+#   real_dn_stop
+#       closes its stdin and sends SIGTERM to the PID it started, waits for it.
+#   freon_cmd VERSION CONF -- ARGS...
+#       sets the array `freon` to the command line of the real freon (its own JVM, 1 GiB heap,
+#       Ozone's Java 17 flags, warnings only) with -conf CONF and ARGS.
+
+real_dn_start() {
+    local dir="$1" version="$2"
+    shift 2
+    rm -f "$dir/dn-stdin" "$dir/out"
+    mkfifo "$dir/dn-stdin"
+    "$root/scripts/real-datanode.sh" --ozone-version "$version" --conf-out "$dir/conf.xml" "$@" \
+        <"$dir/dn-stdin" >"$dir/out" 2>"$dir/log" &
+    dn_pid=$!
+    exec 9>"$dir/dn-stdin" # holds the DataNode's stdin open; closing it stops the DataNode
+    dn_addr=""
+    local _
+    for _ in $(seq 1 300); do
+        if grep -q '^datanode ' "$dir/out" 2>/dev/null && [ -f "$dir/conf.xml" ]; then
+            dn_addr="$(awk '/^datanode /{print $2}' "$dir/out")"
+            return 0
+        fi
+        if ! kill -0 "$dn_pid" 2>/dev/null; then
+            tail -20 "$dir/log" >&2
+            return 1
+        fi
+        sleep 1
+    done
+    tail -20 "$dir/log" >&2
+    return 1
+}
+
+real_dn_stop() {
+    [ -n "${dn_pid:-}" ] || return 0
+    exec 9>&-
+    kill -TERM "$dn_pid" 2>/dev/null || true
+    wait "$dn_pid" 2>/dev/null || true
+    dn_pid=""
+}
+
+freon_cmd() {
+    local version="$1" conf="$2"
+    shift 3 # VERSION CONF --
+    . "$root/scripts/lib/ozone-java.sh"
+    ozone_jvm_flags 1g
+    local flags=() f
+    for f in "${jvm[@]}"; do
+        # The harness's log4j file lives in its sources; freon's classpath does not hold it.
+        case "$f" in
+            -Dlog4j.configuration=*) flags+=("-Dlog4j.configuration=file:$root/interop/ozone/src/main/resources/real-datanode-log4j.properties") ;;
+            *) flags+=("$f") ;;
+        esac
+    done
+    freon=(java "${flags[@]}" -cp "$(cat "$root/interop/ozone/freon/target/classpath-$version.txt")"
+        org.apache.hadoop.ozone.freon.Freon -conf "$conf" "$@")
+}
