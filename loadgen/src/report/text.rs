@@ -78,7 +78,7 @@ fn details(r: &Results, percentiles: &[f64]) -> String {
     )
     .unwrap();
     let res = &r.resilience;
-    if res.attempts != r.successes() + r.failures() || res.locally_throttled() > 0 {
+    if shows_resilience(r) {
         writeln!(
             out,
             "{:>20} {} successful/s, {:.2} successful requests/s",
@@ -192,6 +192,20 @@ fn details(r: &Results, percentiles: &[f64]) -> String {
     out
 }
 
+/// Whether the goodput, retries and client-throttle lines are printed: when retries or a client
+/// throttle were asked for, or when any retry, rejection by the target or client throttling
+/// happened (merged runs). A plain run leaves them out; JSON and CSV always carry the fields.
+fn shows_resilience(r: &Results) -> bool {
+    let d = &r.description;
+    let res = &r.resilience;
+    let asked = d.retry_policy != "none" || d.client_throttle != "none";
+    let happened = res.retries > 0
+        || res.rejections > 0
+        || res.locally_throttled() > 0
+        || res.locally_rejected > 0;
+    asked || happened
+}
+
 /// Bytes per second with binary units: `0 B`, `1.50 MiB`.
 pub fn bytes(v: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -226,6 +240,60 @@ mod tests {
             text.contains("no sign that loadgen was the limit"),
             "{text}"
         );
+    }
+
+    const RESILIENCE_LINES: [&str; 3] = [
+        "             goodput ",
+        "             retries ",
+        "     client throttle ",
+    ];
+
+    fn resilience_lines(text: &str) -> usize {
+        RESILIENCE_LINES
+            .iter()
+            .filter(|l| text.lines().any(|t| t.starts_with(*l)))
+            .count()
+    }
+
+    #[test]
+    fn a_plain_run_has_no_retry_or_throttle_lines() {
+        let text = render(&test_results(&[100, 200, 300]), &[50.0, 99.0]);
+        assert_eq!(resilience_lines(&text), 0, "{text}");
+    }
+
+    #[test]
+    fn retry_and_throttle_lines_show_when_asked_for_or_when_they_happened() {
+        let mut r = test_results(&[100, 200, 300]);
+        r.description.retry_policy = "exp:min=3s,max=30s,delta=3s,retries=2".into();
+        let text = render(&r, &[50.0]);
+        assert_eq!(resilience_lines(&text), 3, "{text}");
+        assert!(
+            text.contains("             retries 0 attempts, 0 retries (at most 0 for one request), 0 rejected by the target\n"),
+            "{text}"
+        );
+
+        let mut r = test_results(&[100]);
+        r.description.client_throttle = "sre".into();
+        let text = render(&r, &[50.0]);
+        assert!(
+            text.contains("     client throttle sre 0 attempts delayed"),
+            "{text}"
+        );
+        assert_eq!(resilience_lines(&text), 3, "{text}");
+
+        // Nothing asked for (e.g. merged runs that disagree), but it happened.
+        let happened: [fn(&mut Results); 4] = [
+            |r| r.resilience.retries = 1,
+            |r| r.resilience.rejections = 1,
+            |r| r.resilience.local_rejections = 1,
+            |r| r.resilience.throttle_delays = 1,
+        ];
+        for set in happened {
+            let mut r = test_results(&[100]);
+            set(&mut r);
+            let text = render(&r, &[50.0]);
+            assert_eq!(resilience_lines(&text), 3, "{text}");
+        }
     }
 
     #[test]
