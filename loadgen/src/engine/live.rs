@@ -218,6 +218,15 @@ impl Live {
         );
     }
 
+    /// Latency p99 (ms, from the intended send time) of the successful requests of the open
+    /// interval `epoch` handed over so far; `None` if there are none or the interval is closed.
+    pub fn p99_ms_of(&self, epoch: u64) -> Option<f64> {
+        self.open
+            .get(&epoch)
+            .filter(|s| s.success.count() > 0)
+            .map(|s| s.success.percentile_ms(99.0))
+    }
+
     /// Failures received so far (closed and open intervals).
     pub fn failures(&self) -> u64 {
         self.total.failures() + self.open.values().map(WorkerStats::failures).sum::<u64>()
@@ -257,6 +266,18 @@ mod tests {
         assert_eq!(counts, vec![15, 8, 0]);
         assert_eq!(live.total.success.count(), 23);
         assert!((live.series[2].duration_s - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_p99_of_an_open_interval_is_what_was_handed_over_so_far() {
+        let mut live = Live::new(Duration::from_secs(1), Duration::ZERO, Vec::new());
+        assert_eq!(live.p99_ms_of(0), None);
+        live.add(flush(0, 10)); // 1 ms each
+        let p99 = live.p99_ms_of(0).unwrap();
+        assert!((1.0..1.01).contains(&p99), "{p99}");
+        assert_eq!(live.p99_ms_of(1), None);
+        live.tick(2);
+        assert_eq!(live.p99_ms_of(0), None, "closed");
     }
 
     #[test]

@@ -89,7 +89,8 @@ pub struct RunOutput {
     pub wall: Duration,
 }
 
-/// Progress as of a tick, for the progress display.
+/// Progress as of a tick, for the progress display. It is shown shortly after the tick (at most
+/// [`PROGRESS_WAIT_MAX`]), once the I/O threads have handed over the interval that just ended.
 pub struct Progress {
     pub completed: u64,
     /// Since measurement started (zero during the warm-up).
@@ -98,9 +99,33 @@ pub struct Progress {
     pub stop: StopAfter,
     /// Measured requests per second over the last interval.
     pub rate: f64,
-    /// Latency p99 (from the intended send time) of the intervals closed so far, in ms.
-    pub p99_ms: f64,
+    /// Latency p99 (from the intended send time), in ms, of the requests that succeeded in the
+    /// last interval (the one that ended at the tick): not of the run so far. `None` when none
+    /// did, or none was handed over in time (an I/O thread hands its statistics over at its first
+    /// answer after the tick; later ones still count in the reports, not in this figure).
+    pub p99_ms: Option<f64>,
+    /// Failures so far.
     pub failures: u64,
+}
+
+/// How long after a tick the progress waits for the interval that ended at the tick to be handed
+/// over: a quarter of the report interval, at most this.
+pub const PROGRESS_WAIT_MAX: Duration = Duration::from_millis(250);
+
+/// A tick's progress, waiting for its interval's statistics.
+struct PendingProgress {
+    progress: Progress,
+    /// The interval that ended at the tick.
+    interval: Option<u64>,
+    at: tokio::time::Instant,
+}
+
+impl PendingProgress {
+    fn show(mut self, live: &Live, display: &mut dyn FnMut(&Progress)) {
+        self.progress.p99_ms = self.interval.and_then(|i| live.p99_ms_of(i));
+        self.progress.failures = live.failures();
+        display(&self.progress);
+    }
 }
 
 /// Called at every report interval with the run's totals so far (e.g. Prometheus metrics).
@@ -158,6 +183,8 @@ pub async fn run(
     let mut ticker =
         tokio::time::interval_at(tokio::time::Instant::from_std(start) + interval, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let progress_wait = (interval / 4).min(PROGRESS_WAIT_MAX);
+    let mut pending: Option<PendingProgress> = None;
     let mut interrupted = false;
     let mut drain_deadline: Option<tokio::time::Instant> = None;
     let signal = shutdown_signal();
@@ -170,6 +197,9 @@ pub async fn run(
                 None => break, // every worker has ended
             },
             _ = ticker.tick() => {
+                if let Some(p) = pending.take() {
+                    p.show(&live, progress); // the coordinator fell behind
+                }
                 let now = Instant::now();
                 let epoch = (now.duration_since(start).as_secs_f64() / interval.as_secs_f64()) as u64;
                 shared.epoch.store(epoch, Relaxed);
@@ -182,15 +212,24 @@ pub async fn run(
                 if let Some(t) = totals.as_deref_mut() {
                     t.update(&live.total, false);
                 }
-                progress(&Progress {
-                    completed,
-                    elapsed: measured,
-                    warming_up: now < measure_start,
-                    stop: config.stop,
-                    rate,
-                    p99_ms: live.total.success.percentile_ms(99.0),
-                    failures: live.failures(),
+                pending = Some(PendingProgress {
+                    progress: Progress {
+                        completed,
+                        elapsed: measured,
+                        warming_up: now < measure_start,
+                        stop: config.stop,
+                        rate,
+                        p99_ms: None,
+                        failures: 0,
+                    },
+                    interval: epoch.checked_sub(1),
+                    at: tokio::time::Instant::now() + progress_wait,
                 });
+            }
+            _ = sleep_until_opt(pending.as_ref().map(|p| p.at)) => {
+                if let Some(p) = pending.take() {
+                    p.show(&live, progress);
+                }
             }
             _ = &mut signal, if !interrupted => {
                 interrupted = true;
@@ -204,6 +243,9 @@ pub async fn run(
                 drain_deadline = None;
             }
         }
+    }
+    if let Some(p) = pending.take() {
+        p.show(&live, progress); // every worker has ended: all was handed over
     }
     io.join();
     shared.stop(); // ends the pacer if the run ended early

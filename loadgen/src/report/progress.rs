@@ -1,6 +1,7 @@
-//! Live progress on stderr: on a terminal an indicatif bar (requests done, current rate, p99 so
-//! far, errors); otherwise freon's plain `Progress:` line with the same figures, once per
-//! `--report-interval`.
+//! Live progress on stderr: on a terminal an indicatif bar (requests done, the last interval's
+//! rate and latency p99, errors so far); otherwise freon's plain `Progress:` line with the same
+//! figures, once per `--report-interval`. The p99 is that of the requests that succeeded in the
+//! last interval, not of the run so far (`n/a` when none did; see [`Progress::p99_ms`]).
 
 use crate::config::StopAfter;
 use crate::engine::Progress;
@@ -51,10 +52,11 @@ fn figures(p: &Progress) -> String {
     if p.warming_up {
         return "warming up (not measured)".into();
     }
-    format!(
-        "{:.0} requests/s, p99 {:.2} ms, {} errors",
-        p.rate, p.p99_ms, p.failures
-    )
+    let p99 = match p.p99_ms {
+        Some(ms) => format!("{ms:.2} ms"),
+        None => "n/a".into(),
+    };
+    format!("{:.0} requests/s, p99 {p99}, {} errors", p.rate, p.failures)
 }
 
 /// freon's progress line.
@@ -89,10 +91,12 @@ mod tests {
             warming_up: false,
             stop: StopAfter::Requests(100_000),
             rate: 18_012.4,
-            p99_ms: 6.824,
+            p99_ms: Some(6.824),
             failures: 3,
         };
         assert_eq!(line(&p), "Progress: 37.50 % (37500 out of 100000)");
         assert_eq!(figures(&p), "18012 requests/s, p99 6.82 ms, 3 errors");
+        let idle = Progress { p99_ms: None, ..p };
+        assert_eq!(figures(&idle), "18012 requests/s, p99 n/a, 3 errors");
     }
 }
