@@ -1,40 +1,51 @@
 #!/usr/bin/env bash
-# CRC32 / CRC32C throughput: common::checksum (Rust, crc32fast + crc32c) against Java 17's
-# java.util.zip.CRC32 / CRC32C (what Ozone's Checksum.java uses), measured in the same run.
+# CRC32 / CRC32C throughput: common::checksum and every candidate Rust crate (crc32fast and crc-fast
+# for CRC32, crc32c and crc-fast for CRC32C) against Java 17's java.util.zip.CRC32 / CRC32C (what
+# Ozone's Checksum.java uses), measured in the same run, at each buffer size.
 #
-# Both sides compute one checksum per 16 KiB window over the same pseudo-random 4 MiB buffer for
-# about 1.5 s per algorithm (Java after a 2 s JIT warm-up) and print the last window's checksum,
-# which must agree. Prints a markdown table; GB/s = 10^9 bytes/s. Goals: CRC32 >= 2x Java,
-# CRC32C >= 1.1x Java.
+# Every side computes one checksum per 16 KiB window (Ozone's bytesPerChecksum default) over the
+# same pseudo-random buffer for about 1.5 s per figure (Java after a 2 s JIT warm-up) and prints the
+# last window's checksum; all of them must agree (the Rust side also compares every window of every
+# candidate with common::checksum before measuring). Rounds are interleaved: each round runs, per
+# buffer size, the Rust side then Java; each figure is the best over the rounds. Prints one
+# markdown table; GB/s = 10^9 bytes/s. Goal (issue 13): common::checksum >= 1.0x Java for both
+# algorithms at every buffer size; the fastest crate per row group is marked "fastest crate".
 #
-# Usage: scripts/bench-checksum.sh [--seconds S] [--rounds N] [--buffer-kib N]
-#   --seconds S     measuring time per algorithm and side (default 1.5)
-#   --rounds N      run both sides N times, alternating, and keep each one's best figure
-#                   (default 1); helps on a busy machine
-#   --buffer-kib N  buffer size (default 4096 = 4 MiB, Ozone's chunk size; a buffer that fits in
-#                   L2, e.g. 256, measures the CRC code instead of cache/memory bandwidth)
+# Usage: scripts/bench-checksum.sh [--seconds S] [--rounds N] [--buffer-kib LIST]
+#   --seconds S        measuring time per figure (default 1.5)
+#   --rounds N         rounds, each measuring everything once (default 3; the machine is noisy)
+#   --buffer-kib LIST  comma-separated buffer sizes in KiB (default 256,4096: 256 KiB fits in L2
+#                      and measures the CRC code; 4 MiB, Ozone's chunk size, is closer to cache and
+#                      memory bandwidth)
 # Environment: JAVA (default: java on PATH), CARGO_BUILD_JOBS (default 1).
 # Each figure is also given per second of the measuring thread's CPU time, which other load on
-# the machine disturbs less than wall-clock time.
+# the machine disturbs less than wall-clock time; "fastest crate" and the goal use that figure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 measure_seconds=1.5
-rounds=1
-buffer_kib=4096
+rounds=3
+buffer_list=256,4096
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --seconds) measure_seconds="${2:?--seconds needs a value}"; shift 2 ;;
         --rounds) rounds="${2:?--rounds needs a value}"; shift 2 ;;
-        --buffer-kib) buffer_kib="${2:?--buffer-kib needs a value}"; shift 2 ;;
-        -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --buffer-kib) buffer_list="${2:?--buffer-kib needs a value}"; shift 2 ;;
+        -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "unknown argument: $1 (try --help)" >&2; exit 2 ;;
     esac
 done
-if ! [[ "$rounds" =~ ^[1-9][0-9]*$ && "$buffer_kib" =~ ^[1-9][0-9]*$ ]]; then
-    echo "--rounds and --buffer-kib must be positive integers" >&2
+IFS=, read -r -a buffers <<<"$buffer_list"
+if ! [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || ((${#buffers[@]} == 0)); then
+    echo "--rounds must be a positive integer and --buffer-kib a list of sizes" >&2
     exit 2
 fi
+for kib in "${buffers[@]}"; do
+    if ! [[ "$kib" =~ ^[1-9][0-9]*$ ]]; then
+        echo "--buffer-kib: '$kib' is not a positive integer (KiB)" >&2
+        exit 2
+    fi
+done
 
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
 java_cmd="${JAVA:-java}"
@@ -52,87 +63,111 @@ if command -v "$java_cmd" >/dev/null 2>&1; then
     java_label="Java $java_major"
     echo "Java: $java_version ($(command -v "$java_cmd"))"
     if [[ "$java_major" =~ ^[0-9]+$ ]] && ((java_major < 11)); then
-        echo "Java $java_major cannot run a .java file directly (needs 11+); the Java column is skipped."
+        echo "Java $java_major cannot run a .java file directly (needs 11+); the Java rows are skipped."
         have_java=false
     fi
 else
-    echo "NOTE: java not found ('$java_cmd'; set JAVA=/path/to/java): the Java column is skipped," \
+    echo "NOTE: java not found ('$java_cmd'; set JAVA=/path/to/java): the Java rows are skipped," \
         "only the Rust side was measured."
 fi
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //' || echo unknown)," \
-    "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+    "$(nproc) cores, flags: $(grep -m1 -o -w -E 'pclmulqdq|sse4_2|avx2|avx512f|avx512vl|vpclmulqdq' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')" \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 echo
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 for ((round = 1; round <= rounds; round++)); do
     ((rounds > 1)) && echo "--- round $round of $rounds"
-    bench_args=(--seconds "$measure_seconds" --buffer-kib "$buffer_kib" --window-kib 16)
-    "$rust_bench" "${bench_args[@]}" | tee -a "$results"
-    if $have_java; then
-        "$java_cmd" scripts/java/ChecksumBench.java "${bench_args[@]}" | tee -a "$results"
-    fi
+    for kib in "${buffers[@]}"; do
+        bench_args=(--seconds "$measure_seconds" --buffer-kib "$kib" --window-kib 16)
+        "$rust_bench" "${bench_args[@]}" --round "$round" | tee -a "$results"
+        if $have_java; then
+            "$java_cmd" scripts/java/ChecksumBench.java "${bench_args[@]}" | tee -a "$results"
+        fi
+    done
 done
 echo
 
-# Best GB/s per (impl, algo) over the rounds, wall-clock and per CPU-second; last-window checksums;
-# then the tables.
-awk -v have_java="$have_java" -v java_label="$java_label" -v rounds="$rounds" -v kib="$buffer_kib" '
+# Best GB/s per (algo, buffer, impl) over the rounds, wall-clock and per CPU-second; last-window
+# checksums (all implementations of an algorithm and buffer must agree); then the table.
+awk -v have_java="$have_java" -v java_label="$java_label" -v rounds="$rounds" -v buffer_list="$buffer_list" '
     function keep(table, key, v) {
         if (v == "n/a" || v == "") return
         if (!(key in table) || v + 0 > table[key]) table[key] = v + 0
     }
     function show(table, key) { return (key in table) ? sprintf("%.2f", table[key]) : "n/a" }
-    function print_table(title, table,    a, algo, r, j, ratio, met) {
-        printf "%s\n\n", title
-        printf "| algorithm | loadgen/common (Rust crate) GB/s | %s GB/s | ratio | goal |\n", java_label
-        printf "|---|---|---|---|---|\n"
-        for (a = 1; a <= n; a++) {
-            algo = algos[a]
-            r = "rust-common" SUBSEP algo
-            j = "java" SUBSEP algo
-            if (have_java == "true" && (r in table) && (j in table) && table[j] > 0) {
-                ratio = table[r] / table[j]
-                met = (ratio >= goal[algo]) ? "met" : "NOT met"
-                printf "| %s | %.2f | %.2f | %.2fx | >= %.1fx Java: %s |\n", algo, table[r], table[j], ratio, goal[algo], met
-            } else {
-                printf "| %s | %s | %s | n/a | >= %.1fx Java: not measured |\n", algo, show(table, r),
-                    (have_java == "true" ? show(table, j) : "n/a (no java)"), goal[algo]
-            }
-        }
-        printf "\n"
+    function ratio(table, key, jkey) {
+        return ((key in table) && (jkey in table) && table[jkey] > 0) ? sprintf("%.2fx", table[key] / table[jkey]) : "n/a"
+    }
+    function size(bytes) {
+        return (bytes % 1048576 == 0) ? (bytes / 1048576 " MiB") : (bytes / 1024 " KiB")
     }
     /^RESULT / {
         delete f
         for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
-        key = f["impl"] SUBSEP f["algo"]
+        key = f["algo"] SUBSEP f["buffer"] SUBSEP f["impl"]
         keep(wall, key, f["gbps"])
         keep(cpu, key, f["cpu_gbps"])
+        uses[key] = f["uses"]
         if ((key in last) && last[key] != f["last"]) mixed[key] = 1
         last[key] = f["last"]
+        group = f["algo"] SUBSEP f["buffer"]
+        if (!(group in value)) value[group] = f["last"]
+        else if (value[group] != f["last"]) disagree[group] = 1
     }
     END {
-        goal["CRC32"] = 2.0; goal["CRC32C"] = 1.1
-        n = split("CRC32 CRC32C", algos, " ")
-        setup = sprintf("16 KiB windows over a %d KiB buffer, GB/s = 10^9 bytes/s%s", kib,
-            (rounds > 1 ? ", best of " rounds " rounds" : ""))
-        print_table("Checksum throughput per wall-clock second (" setup ")", wall)
-        print_table("Per second of the measuring thread'"'"'s CPU time (" setup ")", cpu)
-        printf "Bare crate calls (crc32fast::hash / crc32c::crc32c per window), wall-clock: CRC32 %s GB/s, CRC32C %s GB/s\n",
-            show(wall, "rust-crate" SUBSEP "CRC32"), show(wall, "rust-crate" SUBSEP "CRC32C")
+        n_algos = split("CRC32 CRC32C", algos, " ")
+        crates["CRC32"] = "crc32fast crc-fast"
+        crates["CRC32C"] = "crc32c crc-fast"
+        n_buffers = split(buffer_list, kibs, ",")
+        printf "Checksum throughput: 16 KiB windows, GB/s = 10^9 bytes/s%s; ratios are to %s (java.util.zip)\n\n",
+            (rounds > 1 ? ", best of " rounds " rounds" : ""), java_label
+        printf "| algorithm | buffer | implementation | GB/s wall | GB/s per CPU-s | vs Java (wall) | vs Java (CPU-s) | result |\n"
+        printf "|---|---|---|---|---|---|---|---|\n"
         status = 0
-        printf "Last-window checksums:"
-        for (a = 1; a <= n; a++) {
+        for (a = 1; a <= n_algos; a++) {
             algo = algos[a]
-            rl = last["rust-common" SUBSEP algo]
-            printf " %s rust %s", algo, rl
-            if (have_java == "true") {
-                jl = last["java" SUBSEP algo]
-                agree = (rl == jl && !(("rust-common" SUBSEP algo) in mixed) && !(("java" SUBSEP algo) in mixed))
-                printf " java %s (%s);", jl, agree ? "agree" : "DISAGREE"
-                if (!agree) status = 1
-            } else {
-                printf ";"
+            for (b = 1; b <= n_buffers; b++) {
+                buffer = kibs[b] * 1024
+                g = algo SUBSEP buffer
+                j = g SUBSEP "java"
+                # The fastest candidate crate per CPU-second (wall-clock if CPU time is missing).
+                n_crates = split(crates[algo], names, " ")
+                best = ""
+                for (c = 1; c <= n_crates; c++) {
+                    k = g SUBSEP names[c]
+                    v = (k in cpu) ? cpu[k] : ((k in wall) ? wall[k] : -1)
+                    if (v >= 0 && (best == "" || v > best_v)) { best = names[c]; best_v = v }
+                }
+                if (have_java == "true")
+                    printf "| %s | %s | %s java.util.zip.%s | %s | %s | 1.00x | 1.00x | |\n", algo, size(buffer),
+                        java_label, algo, show(wall, j), show(cpu, j)
+                for (c = 1; c <= n_crates; c++) {
+                    k = g SUBSEP names[c]
+                    printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", algo, size(buffer), names[c],
+                        show(wall, k), show(cpu, k), ratio(wall, k, j), ratio(cpu, k, j),
+                        (names[c] == best ? "fastest crate" : "")
+                }
+                k = g SUBSEP "common"
+                if (have_java == "true" && (k in cpu) && (j in cpu) && cpu[j] > 0)
+                    goal = (cpu[k] / cpu[j] >= 1.0) ? "goal >= 1.0x Java: met" : "goal >= 1.0x Java: NOT met"
+                else
+                    goal = "goal >= 1.0x Java: not measured"
+                printf "| %s | %s | **common::checksum** (%s) | %s | %s | %s | %s | %s |\n", algo, size(buffer),
+                    uses[k], show(wall, k), show(cpu, k), ratio(wall, k, j), ratio(cpu, k, j), goal
+                if ((g in disagree)) status = 1
+                for (key in mixed) if (index(key, g SUBSEP) == 1) status = 1
+            }
+        }
+        printf "\nLast-window checksums:"
+        for (a = 1; a <= n_algos; a++) {
+            for (b = 1; b <= n_buffers; b++) {
+                g = algos[a] SUBSEP (kibs[b] * 1024)
+                bad = (g in disagree)
+                for (key in mixed) if (index(key, g SUBSEP) == 1) bad = 1
+                printf " %s %s %s (%s);", algos[a], size(kibs[b] * 1024), value[g],
+                    bad ? "implementations DISAGREE" : "all implementations agree"
             }
         }
         printf "\n"

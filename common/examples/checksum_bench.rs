@@ -1,23 +1,26 @@
-//! CRC32 and CRC32C throughput of `common::checksum`, for comparison with Java 17's
-//! `java.util.zip.CRC32`/`CRC32C` (scripts/java/ChecksumBench.java; scripts/bench-checksum.sh runs
-//! both and prints a table).
+//! CRC32 and CRC32C throughput of `common::checksum` and of every candidate CRC crate, for
+//! comparison with Java 17's `java.util.zip.CRC32`/`CRC32C` (scripts/java/ChecksumBench.java;
+//! scripts/bench-checksum.sh runs both, at several buffer sizes, and prints one table).
 //!
-//! Both sides compute the same thing: one checksum per 16 KiB window over a 4 MiB buffer (Ozone's
-//! default `ozone.client.bytes.per.checksum` and chunk size), repeated for about 1.5 s per
-//! algorithm. The buffer holds the same pseudo-random bytes on both sides, so the printed checksum
-//! of the last window must agree.
+//! Both sides compute the same thing: one checksum per 16 KiB window over a buffer (4 MiB by
+//! default: Ozone's default `ozone.client.bytes.per.checksum` and chunk size), repeated for about
+//! 1.5 s per figure. The buffer holds the same pseudo-random bytes on both sides, so the printed
+//! checksum of the last window must agree.
 //!
 //! ```text
-//! cargo run --release -p common --example checksum_bench -- [--seconds 1.5] [--buffer-mib 4 | --buffer-kib 4096] [--window-kib 16]
+//! cargo run --release -p common --example checksum_bench -- [--seconds 1.5] [--buffer-mib 4 | --buffer-kib 4096] [--window-kib 16] [--round N]
 //! ```
 //!
-//! Two Rust figures per algorithm: `common` is `Checksum::compute` (builds the whole
-//! `ChecksumData`, as a client does per chunk); `crate` is the bare per-window call of crc32fast or
-//! crc32c, for seeing the overhead of the former. GB/s means 10^9 bytes per second; each figure is
-//! given per wall-clock second and per second of the measuring thread's CPU time (the latter is
-//! steadier on a machine shared with other work).
+//! Per algorithm: `common` is `Checksum::compute` (builds the whole `ChecksumData`, as a client
+//! does per chunk, with the crate named by `common::checksum::CRC32_CRATE` / `CRC32C_CRATE`); the
+//! others are the bare per-window calls of each candidate crate: crc32fast and crc-fast for CRC32
+//! (ISO-HDLC, zlib's), crc32c and crc-fast for CRC32C (iSCSI). Before measuring, every candidate's
+//! checksum of every window is compared with `common`'s; any difference fails the run. `--round N`
+//! rotates the measuring order (so no implementation always runs first). GB/s means 10^9 bytes per
+//! second; each figure is given per wall-clock second and per second of the measuring thread's CPU
+//! time (the latter is steadier on a machine shared with other work).
 
-use common::checksum::Checksum;
+use common::checksum::{self, Checksum};
 use common::proto::ChecksumType;
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -27,6 +30,7 @@ struct Args {
     seconds: f64,
     buffer: usize,
     window: usize,
+    round: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -34,6 +38,7 @@ fn parse_args() -> Result<Args, String> {
         seconds: 1.5,
         buffer: 4 << 20,
         window: 16 << 10,
+        round: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -60,9 +65,12 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|e| format!("--window-kib: {e}"))?
                     << 10
             }
+            "--round" => args.round = value()?.parse().map_err(|e| format!("--round: {e}"))?,
             "-h" | "--help" => {
                 return Err(
-                    "usage: checksum_bench [--seconds S] [--buffer-mib N | --buffer-kib N] [--window-kib K]".into(),
+                    "usage: checksum_bench [--seconds S] [--buffer-mib N | --buffer-kib N] \
+                            [--window-kib K] [--round N]"
+                        .into(),
                 );
             }
             other => return Err(format!("unknown argument {other} (try --help)")),
@@ -144,6 +152,34 @@ fn measure(buffer_len: usize, seconds: f64, mut pass: impl FnMut() -> u32) -> Me
     }
 }
 
+/// One CRC implementation as the benchmark calls it: the checksum of one whole window.
+type WindowCrc = fn(&[u8]) -> u32;
+
+/// The candidate crates for one algorithm, as (name, per-window call).
+fn candidates(kind: ChecksumType) -> [(&'static str, WindowCrc); 2] {
+    match kind {
+        ChecksumType::Crc32 => [
+            ("crc32fast", crc32fast::hash),
+            ("crc-fast", crc_fast::crc32_iso_hdlc),
+        ],
+        ChecksumType::Crc32c => [
+            ("crc32c", crc32c::crc32c),
+            ("crc-fast", crc_fast::crc32_iscsi),
+        ],
+        other => unreachable!("{other:?} is not a CRC"),
+    }
+}
+
+/// The CRCs of `checksum.compute(buf)`, one per window.
+fn common_crcs(checksum: &Checksum, buf: &[u8]) -> Vec<u32> {
+    checksum
+        .compute(buf)
+        .checksums
+        .iter()
+        .map(|c| u32::from_be_bytes(c[..].try_into().expect("CRCs are 4 bytes")))
+        .collect()
+}
+
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
@@ -157,54 +193,84 @@ fn main() -> ExitCode {
     let windows = args.buffer.div_ceil(args.window);
     println!(
         "Rust checksum throughput: {} windows of {} bytes over a {}-byte buffer, ~{} s per figure; \
-         GB/s = 10^9 bytes/s",
-        windows, args.window, args.buffer, args.seconds
+         GB/s = 10^9 bytes/s; crc-fast uses {}",
+        windows,
+        args.window,
+        args.buffer,
+        args.seconds,
+        crc_fast::get_calculator_target(crc_fast::CrcAlgorithm::Crc32IsoHdlc)
     );
 
-    for (name, kind) in [
-        ("CRC32", ChecksumType::Crc32),
-        ("CRC32C", ChecksumType::Crc32c),
+    for (name, kind, common_crate) in [
+        ("CRC32", ChecksumType::Crc32, checksum::CRC32_CRATE),
+        ("CRC32C", ChecksumType::Crc32c, checksum::CRC32C_CRATE),
     ] {
         let checksum = Checksum::new(kind, args.window as u32).expect("window checked above");
-        let common = measure(args.buffer, args.seconds, || {
-            let cd = checksum.compute(black_box(&buf));
-            let last = cd.checksums.last().expect("buffer is not empty");
-            u32::from_be_bytes(last[..4].try_into().expect("CRCs are 4 bytes"))
-        });
-        let raw = measure(args.buffer, args.seconds, || {
-            let mut last = 0;
-            for w in black_box(&buf).chunks(args.window) {
-                last = black_box(match kind {
-                    ChecksumType::Crc32 => crc32fast::hash(w),
-                    _ => crc32c::crc32c(w),
-                });
+        let candidates = candidates(kind);
+
+        // Every candidate must give common's checksum for every window.
+        let expected = common_crcs(&checksum, &buf);
+        for (crate_name, crc) in candidates {
+            let got: Vec<u32> = buf.chunks(args.window).map(crc).collect();
+            if let Some(w) = (0..windows).find(|&w| got[w] != expected[w]) {
+                eprintln!(
+                    "{name}: {crate_name} gives 0x{:08x} for window {w}, common ({common_crate}) \
+                     0x{:08x}",
+                    got[w], expected[w]
+                );
+                return ExitCode::FAILURE;
             }
-            last
-        });
-        assert_eq!(common.last, raw.last, "{name}: common and crate disagree");
-        let crate_name = if kind == ChecksumType::Crc32 {
-            "crc32fast"
-        } else {
-            "crc32c"
-        };
-        for (what, m) in [("common", &common), (crate_name, &raw)] {
+        }
+
+        // Index 0 is common, 1.. the candidates; rotated by the round number.
+        let count = candidates.len() + 1;
+        let mut results: Vec<Option<Measurement>> = (0..count).map(|_| None).collect();
+        for i in 0..count {
+            let which = (i + args.round) % count;
+            let m = if which == 0 {
+                measure(args.buffer, args.seconds, || {
+                    let cd = checksum.compute(black_box(&buf));
+                    let last = cd.checksums.last().expect("buffer is not empty");
+                    u32::from_be_bytes(last[..4].try_into().expect("CRCs are 4 bytes"))
+                })
+            } else {
+                let crc = candidates[which - 1].1;
+                measure(args.buffer, args.seconds, || {
+                    let mut last = 0;
+                    for w in black_box(&buf).chunks(args.window) {
+                        last = black_box(crc(w));
+                    }
+                    last
+                })
+            };
+            results[which] = Some(m);
+        }
+
+        let common_label = format!("common ({common_crate})");
+        let labels = std::iter::once(("common", common_label.as_str()))
+            .chain(candidates.iter().map(|&(c, _)| (c, c)));
+        for ((impl_name, label), m) in labels.zip(results.iter().flatten()) {
+            let cpu = m.cpu_gbps.map_or("n/a".to_string(), |g| format!("{g:.3}"));
             println!(
-                "{name:<7} {what:<10} {:>7.2} GB/s wall, {:>7} GB/s per CPU-second   \
+                "{name:<7} {label:<20} {:>7.2} GB/s wall, {:>7} GB/s per CPU-second   \
                  last window checksum 0x{:08x}",
                 m.gbps,
                 m.cpu_gbps.map_or("n/a".to_string(), |g| format!("{g:.2}")),
                 m.last
             );
-        }
-        for (impl_name, m) in [("rust-common", &common), ("rust-crate", &raw)] {
             println!(
-                "RESULT impl={impl_name} algo={name} gbps={:.3} cpu_gbps={} last=0x{:08x} \
-                 bytes={} secs={:.3}",
+                "RESULT impl={impl_name} algo={name} buffer={} gbps={:.3} cpu_gbps={cpu} \
+                 last=0x{:08x} bytes={} secs={:.3} uses={}",
+                args.buffer,
                 m.gbps,
-                m.cpu_gbps.map_or("n/a".to_string(), |g| format!("{g:.3}")),
                 m.last,
                 m.bytes,
-                m.secs
+                m.secs,
+                if impl_name == "common" {
+                    common_crate
+                } else {
+                    impl_name
+                }
             );
         }
     }

@@ -34,6 +34,12 @@ const MAX_DEFAULT_RESERVE: u64 = 1024;
 /// default needs 1 KiB for CRCs, 8 KiB for SHA256); beyond it the buffer grows as needed.
 const MAX_RESERVE_BYTES: usize = 1 << 20;
 
+/// The crate that computes CRC32 in this module (named by benchmarks and reports).
+pub const CRC32_CRATE: &str = "crc32fast";
+
+/// The crate that computes CRC32C in this module (named by benchmarks and reports).
+pub const CRC32C_CRATE: &str = "crc32c";
+
 /// Every checksum type, in protocol order (for callers that iterate over them, and tests).
 pub const ALL_TYPES: [ChecksumType; 5] = [
     ChecksumType::None,
