@@ -79,9 +79,10 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_VOLUMES", allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub volumes: u32,
 
-    /// Ozone configuration key (repeatable): hdds.datanode.handler.count,
-    /// hdds.datanode.read.chunk.threads.per.volume, hdds.container.ipc.port,
-    /// hdds.datanode.chunk.data.validation.check (= --verify-checksums).
+    /// Ozone configuration key (repeatable): hdds.datanode.read.chunk.threads.per.volume (the pool
+    /// is N × volumes), hdds.container.ipc.port, hdds.datanode.chunk.data.validation.check
+    /// (= --verify-checksums), hdds.datanode.handler.count (checked; sizes nothing, as on a real
+    /// DataNode's gRPC and Ratis paths).
     #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
@@ -187,6 +188,8 @@ pub struct Args {
 /// An Ozone configuration key dn-sim understands.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OzoneKey {
+    /// `hdds.datanode.handler.count`: accepted and checked, sizes nothing (see
+    /// [`Args::config_with_env`]).
     HandlerCount(u32),
     ReadChunkThreadsPerVolume(u32),
     IpcPort(u16),
@@ -344,18 +347,21 @@ impl Args {
     /// Resolves flags, `-D` keys and the `OZONE-SITE.XML_<key>` variables among `env` into a
     /// [`Config`]; `-D` wins over a variable setting the same key. The pool size comes from, in
     /// order: `--handler-count`; `hdds.datanode.read.chunk.threads.per.volume` × `--volumes` (what
-    /// sizes the DataNode's gRPC path); `hdds.datanode.handler.count`; 10. Also returns the warning
-    /// about ignored variables, if any.
+    /// sizes the DataNode's gRPC path); 10 × `--volumes`. `hdds.datanode.handler.count` is checked
+    /// but sizes nothing: in Ozone 2.0.0–2.2.0 it sizes only the Hadoop-RPC server of
+    /// ReconfigureProtocol (and DiskBalancer), which dn-sim does not serve, and a real DataNode's
+    /// echo throughput does not change with it (scripts/exp-real-handlers.sh). Also returns the
+    /// warning about ignored variables, if any.
     pub fn config_with_env(
         &self,
         env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<(Config, Option<String>), String> {
         let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
-        let (mut per_volume, mut handler_key, mut validation) = (None, None, None);
+        let (mut per_volume, mut validation) = (None, None);
         for key in env_keys.iter().chain(&self.define) {
             match key {
-                OzoneKey::HandlerCount(n) => handler_key = Some(*n),
+                OzoneKey::HandlerCount(_) => {}
                 OzoneKey::ReadChunkThreadsPerVolume(n) => per_volume = Some(*n),
                 OzoneKey::IpcPort(p) => listen.set_port(*p),
                 OzoneKey::ChunkDataValidation(on) => validation = Some(*on),
@@ -363,9 +369,8 @@ impl Args {
         }
         let handler_count = self
             .handler_count
-            .or(per_volume.map(|n| n.saturating_mul(self.volumes)))
-            .or(handler_key)
-            .unwrap_or(10) as usize;
+            .unwrap_or_else(|| per_volume.unwrap_or(10).saturating_mul(self.volumes))
+            as usize;
         let delays = DelayModel::from_assignments(self.delays.iter().cloned())
             .map_err(|e| format!("--delay: {e}"))?;
         let faults = FaultPlan::from_assignments(self.faults.iter().cloned())
@@ -431,25 +436,50 @@ mod tests {
 
     #[test]
     fn ozone_site_variables_set_keys_as_dash_d_and_dash_d_wins() {
+        let key = "OZONE-SITE.XML_hdds.datanode.read.chunk.threads.per.volume";
         let env = [
-            ("OZONE-SITE.XML_hdds.datanode.handler.count", "7"),
+            (key, "7"),
             ("OZONE-SITE.XML_hdds.container.ipc.port", "19859"),
             ("PATH", "/usr/bin"),
         ];
         let (c, warning) = config_env(&[], &env).unwrap();
         assert_eq!((c.handler_count, c.listen.port()), (7, 19859));
         assert_eq!(warning, None);
-        let (c, _) = config_env(&["-D", "hdds.datanode.handler.count=3"], &env).unwrap();
+        let (c, _) = config_env(
+            &["-D", "hdds.datanode.read.chunk.threads.per.volume=3"],
+            &env,
+        )
+        .unwrap();
         assert_eq!((c.handler_count, c.listen.port()), (3, 19859));
         let (c, _) = config_env(&["--handler-count", "5"], &env).unwrap();
         assert_eq!(c.handler_count, 5);
     }
 
     #[test]
+    fn handler_count_key_does_not_size_the_pool_as_on_a_real_datanode() {
+        // Ozone 2.0.0-2.2.0: hdds.datanode.handler.count sizes the ReconfigureProtocol RPC
+        // server only; the gRPC pool is read.chunk.threads.per.volume (10) x volumes.
+        let (c, _) = config_env(&["-D", "hdds.datanode.handler.count=1"], &[]).unwrap();
+        assert_eq!(c.handler_count, 10);
+        let (c, _) = config_env(
+            &["-D", "hdds.datanode.handler.count=1", "--volumes", "3"],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.handler_count, 30);
+        // Still checked: a bad value is an error naming the key.
+        let err = config(&["-D", "hdds.datanode.handler.count=0"]).unwrap_err();
+        assert!(err.contains("hdds.datanode.handler.count"), "{err}");
+    }
+
+    #[test]
     fn unknown_ozone_site_variables_are_ignored_with_one_warning() {
         let env = [
             ("OZONE-SITE.XML_ozone.scm.names", "scm"),
-            ("OZONE-SITE.XML_hdds.datanode.handler.count", "4"),
+            (
+                "OZONE-SITE.XML_hdds.datanode.read.chunk.threads.per.volume",
+                "4",
+            ),
             ("OZONE-SITE.XML_ozone.om.address", "om"),
         ];
         let (c, warning) = config_env(&[], &env).unwrap();
@@ -529,12 +559,7 @@ mod tests {
     #[test]
     fn pool_size_from_flags_and_ozone_keys() {
         assert_eq!(config(&[]).unwrap().handler_count, 10);
-        assert_eq!(
-            config(&["-D", "hdds.datanode.handler.count=4"])
-                .unwrap()
-                .handler_count,
-            4
-        );
+        assert_eq!(config(&["--volumes", "2"]).unwrap().handler_count, 20);
         let c = config(&[
             "-D",
             "hdds.datanode.read.chunk.threads.per.volume=3",

@@ -1,8 +1,8 @@
 //! What a container relies on: the gRPC health service and `dn-sim healthcheck`, settings from
 //! `DN_SIM_*` and `OZONE-SITE.XML_*` environment variables, and one-line errors with exit code 2.
 
+use dn_sim::health::{check, XCEIVER_SERVICE};
 use dn_sim::Config;
-use dn_sim::health::{XCEIVER_SERVICE, check};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};
@@ -92,7 +92,10 @@ fn settings_come_from_the_environment_and_healthcheck_follows_the_server() {
             .env("DN_SIM_CONTAINERS", "1-3")
             .env("DN_SIM_DELAY", "echo=1ms;write_chunk=2ms")
             .env("DN_SIM_FAULT", "read_chunk=drop:0.5")
-            .env("OZONE-SITE.XML_hdds.datanode.handler.count", "7")
+            .env(
+                "OZONE-SITE.XML_hdds.datanode.read.chunk.threads.per.volume",
+                "7",
+            )
             .env("OZONE-SITE.XML_ozone.scm.names", "scm")
             .env("OZONE-SITE.XML_ozone.om.address", "om")
             .stdout(Stdio::null())
