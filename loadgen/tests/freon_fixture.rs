@@ -43,7 +43,11 @@ fn is_banner(line: &str) -> bool {
 /// its AM/PM on the hour).
 fn mask(line: &str) -> String {
     if is_banner(line) {
-        assert_eq!(line.chars().count(), 80, "banner not 80 columns wide: {line:?}");
+        assert_eq!(
+            line.chars().count(),
+            80,
+            "banner not 80 columns wide: {line:?}"
+        );
         return "#/#/#, #:#:# ## ====".into();
     }
     let mut out = String::with_capacity(line.len());
@@ -73,7 +77,9 @@ fn the_fixture_is_a_real_freon_capture() {
     assert!(text.contains("\r\n"), "not captured on a terminal");
     assert!(text.contains("Time: "), "no progress bar");
     assert!(report.iter().any(|l| l == "rpc-payload"));
-    assert!(report.iter().any(|l| l.starts_with("Total execution time (sec): ")));
+    assert!(report
+        .iter()
+        .any(|l| l.starts_with("Total execution time (sec): ")));
 }
 
 #[test]
@@ -95,7 +101,8 @@ fn loadgen_echo_prints_freons_report_line_for_line() {
     let ours_masked: Vec<String> = ours.iter().map(|l| mask(l)).collect();
     for (i, (f, o)) in freon_masked.iter().zip(&ours_masked).enumerate() {
         assert_eq!(
-            o, f,
+            o,
+            f,
             "line {} of the report differs from freon's\nfreon:   {:?}\nloadgen: {:?}",
             i + 1,
             freon[i],

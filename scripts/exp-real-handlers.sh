@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Experiment "real handlers": HDDS-11224's question on a real DataNode and on dn-sim in one run.
+#
+# Part A, the gRPC pool. A real DataNode (scripts/real-datanode.sh, one data volume) with
+# hdds.datanode.read.chunk.threads.per.volume = 1, 2, 4, 10 (the gRPC server's executor is that ×
+# volumes), then dn-sim with the same key; each loaded by `loadgen echo` with 32 connections × 32
+# workers (freon's `--clients=32 -t 32`) and --sleep-time-ms 0, 1, 2 (the DataNode sleeps on its
+# worker thread). Little's law predicts min(pool, 32) / sleep.
+#
+# Part B, hdds.datanode.handler.count = 1 versus 10 on the real DataNode: over gRPC (loadgen, sleep
+# 0 and 1 ms) and over Ratis (the seed's own command, `freon dn-echo --ratis --clients 32 -t 32
+# --sleep-time-ms 0 --payload-req 0`, the real freon in its own JVM); and dn-sim given the same key.
+#
+# Writes OUT/exp-real-handlers.csv (every cell), OUT/exp-real-handlers.md (both tables) and
+# OUT/exp-real-handlers.svg (calls/s against pool size, a line per target and sleep); prints the
+# tables. Takes about 9 minutes (five DataNode starts; a JVM needs its warm-up).
+#
+# Usage: scripts/exp-real-handlers.sh [--duration 5s] [--warmup 5s] [--ratis-n 20000]
+#            [--ozone-version V] [--quick] [--out DIR]
+#   --quick   pools 1 and 10, sleeps 0 and 2, 2 s cells, 5,000 Ratis calls; into target/exp-quick
+# Environment: LOADGEN, DN_SIM: built binaries to use (default: release builds).
+# Exit: 0 done, 2 bad flag, 3 no real DataNode or freon here, 1 a run failed.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+. scripts/lib.sh
+. scripts/lib/real-datanode.sh
+
+duration=5s warmup=5s ratis_n=20000 version=2.2.0 quick=0 out=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --duration) duration="${2:?$1 needs a value}"; shift 2 ;;
+        --warmup) warmup="${2:?$1 needs a value}"; shift 2 ;;
+        --ratis-n) ratis_n="${2:?$1 needs a value}"; shift 2 ;;
+        --ozone-version) version="${2:?$1 needs a value}"; shift 2 ;;
+        --quick) quick=1; shift ;;
+        --out) out="${2:?$1 needs a value}"; shift 2 ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "exp-real-handlers.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+pools="1 2 4 10"
+sleeps="0 1 2"
+if [ "$quick" = 1 ]; then
+    pools="1 10" sleeps="0 2" duration=2s warmup=1s ratis_n=5000
+    out="${out:-target/exp-quick}"
+fi
+out="${out:-results}"
+mkdir -p "$out"
+
+if ! interop/ozone/setup.sh --ozone-version "$version" >&2 || ! interop/ozone/setup.sh --ozone-version "$version" --freon >&2; then
+    echo "exp-real-handlers.sh: no real DataNode or freon $version here (interop/ozone/setup.sh failed)" >&2
+    exit 3
+fi
+if [ -z "${LOADGEN:-}" ] || [ -z "${DN_SIM:-}" ]; then
+    cargo build -q --release -p loadgen -p dn-sim
+fi
+loadgen="${LOADGEN:-target/release/loadgen}"
+dn_sim="${DN_SIM:-target/release/dn-sim}"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/exp-real-handlers.XXXXXX")"
+sim_pid=""
+stop_sim() {
+    [ -n "$sim_pid" ] || return 0
+    kill -TERM "$sim_pid" 2>/dev/null || true
+    wait "$sim_pid" 2>/dev/null || true
+    sim_pid=""
+}
+trap 'real_dn_stop; stop_sim; rm -rf "$work"' EXIT
+csv="$work/cells.csv"
+echo "part,target,key,value,path,tool,sleep_ms,calls_per_s,p50_ms,p99_ms,failures" >"$csv"
+
+# echo_cell PART TARGET KEY VALUE ADDR SLEEP: one loadgen cell, a CSV row.
+echo_cell() {
+    local part="$1" target="$2" key="$3" value="$4" addr="$5" sleep_ms="$6"
+    echo "  $target $key=$value sleep ${sleep_ms} ms: loadgen echo --clients 32 -t 32 --duration $duration" >&2
+    "$loadgen" echo --target "$addr" --clients 32 -t 32 --duration "$duration" --warmup "$warmup" \
+        --sleep-time-ms "$sleep_ms" --container-id 1 -f --format json --output "$work/cell.json" \
+        >/dev/null 2>"$work/cell.err" || { cat "$work/cell.err" >&2; return 1; }
+    python3 - "$work/cell.json" "$part" "$target" "$key" "$value" "$sleep_ms" >>"$csv" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+part, target, key, value, sleep_ms = sys.argv[2:7]
+pct = {p["percentile"]: p["ms"] for p in r["latency"]["corrected"]["percentiles"]}
+print(f"{part},{target},{key},{value},grpc,loadgen,{sleep_ms},{r['throughput']['successes_per_s']:.1f},"
+      f"{pct[50.0]:.3f},{pct[99.0]:.3f},{r['totals']['failures']}")
+PY
+}
+
+# ratis_cell TARGET KEY VALUE: the seed's freon --ratis command, a CSV row.
+ratis_cell() {
+    local key="$2" value="$3"
+    echo "  real $key=$value: freon dn-echo --ratis --clients 32 -t 32 -n $ratis_n" >&2
+    freon_cmd "$version" "$work/conf.xml" -- dn-echo --ratis --clients 32 -t 32 -n "$ratis_n" \
+        --sleep-time-ms 0 --payload-req 0 --container-id 1
+    printf '%q ' "${freon[@]}" >"$work/freon-cmd.sh"
+    script -qec "bash $work/freon-cmd.sh" /dev/null >"$work/freon.txt" 2>&1 </dev/null || true
+    python3 - "$work/freon.txt" "$key" "$value" >>"$csv" <<'PY'
+import re, sys
+text = open(sys.argv[1], errors="replace").read().replace("\r", "\n")
+def field(p):
+    m = re.search(p, text, re.M)
+    if not m:
+        sys.exit(f"exp-real-handlers.sh: no '{p}' in freon's output:\n{text[-2000:]}")
+    return float(m.group(1))
+rate = field(r"^\s+mean rate = ([\d.]+) calls/second")
+p50 = field(r"^\s+median = ([\d.]+) milliseconds")
+p99 = field(r"^\s+99% <= ([\d.]+) milliseconds")
+failures = field(r"^Failures: (\d+)")
+print(f"B,real,{sys.argv[2]},{sys.argv[3]},ratis,freon,0,{rate:.1f},{p50:.3f},{p99:.3f},{failures:.0f}")
+PY
+}
+
+start_real() {
+    echo "real DataNode $version, $*" >&2
+    real_dn_start "$work" "$version" --containers 1 "$@" || { echo "exp-real-handlers.sh: the real DataNode did not start" >&2; exit 1; }
+}
+
+start_sim() {
+    local port
+    port="$(free_port)"
+    sim_addr="127.0.0.1:$port"
+    "$dn_sim" --listen "$sim_addr" --metrics-listen none "$@" >"$work/sim.log" 2>&1 &
+    sim_pid=$!
+    local _
+    for _ in $(seq 1 100); do
+        "$dn_sim" healthcheck --addr "$sim_addr" --timeout 1s >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    cat "$work/sim.log" >&2
+    exit 1
+}
+
+per_volume=hdds.datanode.read.chunk.threads.per.volume
+handler=hdds.datanode.handler.count
+for p in $pools; do
+    start_real -D "$per_volume=$p"
+    for s in $sleeps; do echo_cell A real "$per_volume" "$p" "$dn_addr" "$s"; done
+    if [ "$p" = 10 ]; then
+        # The default key values (handler.count 10): Part B's "10" row over gRPC and Ratis.
+        for s in 0 1; do echo_cell B real "$handler" 10 "$dn_addr" "$s"; done
+        ratis_cell real "$handler" 10
+    fi
+    real_dn_stop
+    echo "dn-sim, $per_volume=$p" >&2
+    start_sim -D "$per_volume=$p"
+    for s in $sleeps; do echo_cell A dn-sim "$per_volume" "$p" "$sim_addr" "$s"; done
+    stop_sim
+done
+start_real -D "$handler=1"
+for s in 0 1; do echo_cell B real "$handler" 1 "$dn_addr" "$s"; done
+ratis_cell real "$handler" 1
+real_dn_stop
+for h in 1 10; do
+    echo "dn-sim, $handler=$h" >&2
+    start_sim -D "$handler=$h"
+    for s in 0 1; do echo_cell B dn-sim "$handler" "$h" "$sim_addr" "$s"; done
+    stop_sim
+done
+
+cp "$csv" "$out/exp-real-handlers.csv"
+python3 - "$csv" "$out/exp-real-handlers.md" "$duration" "$warmup" "$ratis_n" "$version" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+md, duration, warmup, ratis_n, version = sys.argv[2:7]
+a = {(r["target"], int(r["value"]), int(r["sleep_ms"])): r for r in rows if r["part"] == "A"}
+lines = [f"Part A: real DataNode {version} vs dn-sim, `hdds.datanode.read.chunk.threads.per.volume` = pool "
+         f"(one volume), loadgen echo 32 connections × 32 workers, {duration} cells after {warmup} warm-up.", "",
+         "| pool | sleep (ms) | Little's law (calls/s) | real calls/s | dn-sim calls/s | real ÷ dn-sim | real p50 (ms) | dn-sim p50 (ms) | real p99 (ms) | dn-sim p99 (ms) |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for (target, pool, sleep_ms), real in sorted((k, v) for k, v in a.items() if k[0] == "real"):
+    sim = a.get(("dn-sim", pool, sleep_ms))
+    if not sim:
+        continue
+    law = f"{min(pool, 32) * 1000 / sleep_ms:.0f}" if sleep_ms else "—"
+    rr, sr = float(real["calls_per_s"]), float(sim["calls_per_s"])
+    lines.append(f"| {pool} | {sleep_ms} | {law} | {rr:.0f} | {sr:.0f} | {rr / sr:.2f} | {real['p50_ms']} | {sim['p50_ms']} | {real['p99_ms']} | {sim['p99_ms']} |")
+lines += ["", f"Part B: `hdds.datanode.handler.count` 1 vs 10 (pool key at its default, 10). gRPC: loadgen echo "
+          f"32 × 32, {duration}; Ratis: `freon dn-echo --ratis --clients 32 -t 32 -n {ratis_n} --sleep-time-ms 0 --payload-req 0`.", "",
+          "| target | path (tool) | sleep (ms) | handler.count 1: calls/s | handler.count 10: calls/s | 10 ÷ 1 | p50 1 → 10 (ms) | p99 1 → 10 (ms) |",
+          "|---|---|---:|---:|---:|---:|---:|---:|"]
+b = {(r["target"], r["path"], r["tool"], int(r["sleep_ms"]), int(r["value"])): r for r in rows if r["part"] == "B"}
+for key in sorted({k[:4] for k in b}):
+    one, ten = b.get(key + (1,)), b.get(key + (10,))
+    if not one or not ten:
+        continue
+    o, t = float(one["calls_per_s"]), float(ten["calls_per_s"])
+    lines.append(f"| {key[0]} | {key[1]} ({key[2]}) | {key[3]} | {o:.0f} | {t:.0f} | {t / o:.2f} | {one['p50_ms']} → {ten['p50_ms']} | {one['p99_ms']} → {ten['p99_ms']} |")
+failures = sum(int(float(r["failures"])) for r in rows)
+lines += ["", f"failures in all cells: {failures}"]
+text = "\n".join(lines)
+print(text)
+open(md, "w").write(text + "\n")
+PY
+# The chart: calls/s against pool size, one line per target and sleep.
+"$loadgen" plot --csv "$out/exp-real-handlers.csv" --where part=A --x value --y calls_per_s \
+    --series target,sleep_ms --log-x --log-y \
+    --title "Echo calls/s vs gRPC pool (read.chunk.threads.per.volume), real DataNode $version vs dn-sim, 32 x 32" \
+    --x-label "pool (threads)" --y-label "calls/s" -o "$out/exp-real-handlers.svg" >&2
+echo "wrote $out/exp-real-handlers.csv, .md, .svg" >&2
