@@ -22,11 +22,12 @@
 #                             loadgen's report-layout test was made so)
 #   --out FILE                also write the table (markdown) to FILE
 # Environment: LOADGEN=path to a built loadgen (default: a release build).
-# Exit: 0 done (whether or not the goal is met: the table says), 2 bad flag, 3 no real DataNode or
-# freon here (Maven Central out of reach, or a release that is not built locally).
+# Exit: 0 done (whether or not the goal is met: the table says), 1 a call failed, 2 bad flag, 3 no
+# real DataNode or freon here (Maven Central out of reach, or a release that is not built locally).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+. scripts/lib.sh
 . scripts/lib/real-datanode.sh
 
 n=100000 threads=32 clients=32 preq=0 presp=0 sleep_ms=0 rounds=3 version=2.2.0
@@ -50,6 +51,7 @@ done
 for v in "$n" "$threads" "$clients" "$preq" "$presp" "$sleep_ms" "$rounds"; do
     case "$v" in ''|*[!0-9]*) echo "bench-vs-freon.sh: '$v' is not a whole number" >&2; exit 2 ;; esac
 done
+[ -x /usr/bin/time ] || ensure_debian_packages time >&2
 [ -x /usr/bin/time ] || { echo "bench-vs-freon.sh: /usr/bin/time is needed (Debian package time)" >&2; exit 2; }
 command -v script >/dev/null || { echo "bench-vs-freon.sh: script is needed (Debian package util-linux)" >&2; exit 2; }
 
@@ -152,4 +154,5 @@ text = "\n".join(lines)
 print(text)
 if out:
     open(out, "w").write(text + "\n")
+sys.exit(1 if failures else 0)
 PY

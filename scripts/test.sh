@@ -62,6 +62,15 @@ case "$status" in
     *) cat target/java-client-check.log; exit 1 ;;
 esac
 
+echo "== the real freon dn-echo beside loadgen on a real Ozone 2.2.0 DataNode, short (scripts/bench-vs-freon.sh; a debug loadgen: numbers not judged here)"
+status=0
+LOADGEN=target/debug/loadgen scripts/bench-vs-freon.sh -n 3000 -t 8 --clients 2 --rounds 1 >target/bench-vs-freon.md 2>target/bench-vs-freon.log || status=$?
+case "$status" in
+    0) grep -E '^\| (median|loadgen ÷ freon)' target/bench-vs-freon.md ;;
+    3) echo "!!! SKIPPED: freon beside loadgen: $(tail -1 target/bench-vs-freon.log) !!!" ;;
+    *) cat target/bench-vs-freon.md; tail -30 target/bench-vs-freon.log; exit 1 ;;
+esac
+
 echo "== tests"
 tests_status=0
 if cargo nextest --version >/dev/null 2>&1; then
