@@ -11,11 +11,12 @@
 # 0 and 1 ms) and over Ratis (the seed's own command, `freon dn-echo --ratis --clients 32 -t 32
 # --sleep-time-ms 0 --payload-req 0`, the real freon in its own JVM); and dn-sim given the same key.
 #
-# Writes OUT/exp-real-handlers.csv (every cell), OUT/exp-real-handlers.md (both tables) and
+# Each DataNode gets 15 s of untimed load after its start (its JIT warms up), each cell its own
+# --warmup. Writes OUT/exp-real-handlers.csv (every cell), OUT/exp-real-handlers.md (both tables) and
 # OUT/exp-real-handlers.svg (calls/s against pool size, a line per target and sleep); prints the
-# tables. Takes about 9 minutes (five DataNode starts; a JVM needs its warm-up).
+# tables. Takes about 11 minutes (six DataNode starts; a JVM needs its warm-up).
 #
-# Usage: scripts/exp-real-handlers.sh [--duration 5s] [--warmup 5s] [--ratis-n 20000]
+# Usage: scripts/exp-real-handlers.sh [--duration 5s] [--warmup 3s] [--ratis-n 20000]
 #            [--ozone-version V] [--quick] [--out DIR]
 #   --quick   pools 1 and 10, sleeps 0 and 2, 2 s cells, 5,000 Ratis calls; into target/exp-quick
 # Environment: LOADGEN, DN_SIM: built binaries to use (default: release builds).
@@ -26,7 +27,7 @@ cd "$root"
 . scripts/lib.sh
 . scripts/lib/real-datanode.sh
 
-duration=5s warmup=5s ratis_n=20000 version=2.2.0 quick=0 out=""
+duration=5s warmup=3s jvm_warmup=15s ratis_n=20000 version=2.2.0 quick=0 out=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --duration) duration="${2:?$1 needs a value}"; shift 2 ;;
@@ -35,14 +36,14 @@ while [ $# -gt 0 ]; do
         --ozone-version) version="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-real-handlers.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 pools="1 2 4 10"
 sleeps="0 1 2"
 if [ "$quick" = 1 ]; then
-    pools="1 10" sleeps="0 2" duration=2s warmup=1s ratis_n=5000
+    pools="1 10" sleeps="0 2" duration=2s warmup=1s jvm_warmup=2s ratis_n=5000
     out="${out:-target/exp-quick}"
 fi
 out="${out:-results}"
@@ -114,6 +115,10 @@ PY
 start_real() {
     echo "real DataNode $version, $*" >&2
     real_dn_start "$work" "$version" --containers 1 "$@" || { echo "exp-real-handlers.sh: the real DataNode did not start" >&2; exit 1; }
+    # The JIT compiles the DataNode's request path during its first seconds under load: warm it
+    # (untimed, answers discarded) so that no cell measures a colder JVM than another.
+    "$loadgen" echo --target "$dn_addr" --clients 32 -t 32 --duration "$jvm_warmup" --container-id 1 -f \
+        >/dev/null 2>&1 || true
 }
 
 start_sim() {
@@ -136,21 +141,20 @@ handler=hdds.datanode.handler.count
 for p in $pools; do
     start_real -D "$per_volume=$p"
     for s in $sleeps; do echo_cell A real "$per_volume" "$p" "$dn_addr" "$s"; done
-    if [ "$p" = 10 ]; then
-        # The default key values (handler.count 10): Part B's "10" row over gRPC and Ratis.
-        for s in 0 1; do echo_cell B real "$handler" 10 "$dn_addr" "$s"; done
-        ratis_cell real "$handler" 10
-    fi
     real_dn_stop
     echo "dn-sim, $per_volume=$p" >&2
     start_sim -D "$per_volume=$p"
     for s in $sleeps; do echo_cell A dn-sim "$per_volume" "$p" "$sim_addr" "$s"; done
     stop_sim
 done
-start_real -D "$handler=1"
-for s in 0 1; do echo_cell B real "$handler" 1 "$dn_addr" "$s"; done
-ratis_cell real "$handler" 1
-real_dn_stop
+# Each handler.count on a DataNode of its own, the same cells in the same order after the same
+# warm-up: a JVM's throughput at sleep 0 still grows for a while after its start.
+for h in 1 10; do
+    start_real -D "$handler=$h"
+    for s in 0 1; do echo_cell B real "$handler" "$h" "$dn_addr" "$s"; done
+    ratis_cell real "$handler" "$h"
+    real_dn_stop
+done
 for h in 1 10; do
     echo "dn-sim, $handler=$h" >&2
     start_sim -D "$handler=$h"
@@ -175,7 +179,7 @@ for (target, pool, sleep_ms), real in sorted((k, v) for k, v in a.items() if k[0
     law = f"{min(pool, 32) * 1000 / sleep_ms:.0f}" if sleep_ms else "—"
     rr, sr = float(real["calls_per_s"]), float(sim["calls_per_s"])
     lines.append(f"| {pool} | {sleep_ms} | {law} | {rr:.0f} | {sr:.0f} | {rr / sr:.2f} | {real['p50_ms']} | {sim['p50_ms']} | {real['p99_ms']} | {sim['p99_ms']} |")
-lines += ["", f"Part B: `hdds.datanode.handler.count` 1 vs 10 (pool key at its default, 10). gRPC: loadgen echo "
+lines += ["", f"Part B: `hdds.datanode.handler.count` 1 vs 10, a DataNode each (pool key at its default, 10). gRPC: loadgen echo "
           f"32 × 32, {duration}; Ratis: `freon dn-echo --ratis --clients 32 -t 32 -n {ratis_n} --sleep-time-ms 0 --payload-req 0`.", "",
           "| target | path (tool) | sleep (ms) | handler.count 1: calls/s | handler.count 10: calls/s | 10 ÷ 1 | p50 1 → 10 (ms) | p99 1 → 10 (ms) |",
           "|---|---|---:|---:|---:|---:|---:|---:|"]
