@@ -25,13 +25,7 @@ pub enum StopAfter {
     Elapsed(Duration),
 }
 
-#[derive(Clone, Debug)]
-pub struct EchoConfig {
-    pub payload_req_bytes: usize,
-    pub payload_resp_bytes: i32,
-    pub sleep_time_ms: i32,
-    pub read_only: bool,
-}
+pub use crate::workload::echo::EchoConfig;
 
 #[derive(Clone, Debug)]
 pub enum WorkloadConfig {

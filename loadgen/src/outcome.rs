@@ -1,5 +1,6 @@
 //! How one request ended, and the per-worker statistics those outcomes accumulate into.
 
+use crate::workload::{Rpc, RpcKind};
 use common::proto::Result as OzoneResult;
 use common::stats::LatencyHistogram;
 use std::collections::BTreeMap;
@@ -19,6 +20,9 @@ pub enum ErrorKind {
     Transport,
     /// No answer within the per-request deadline.
     Deadline,
+    /// The answer was a success but its data is wrong (`CHECKSUM_MISMATCH`, `LENGTH_MISMATCH`,
+    /// `BLOCK_MISMATCH`): judged by the workload.
+    Integrity(&'static str),
 }
 
 impl ErrorKind {
@@ -47,6 +51,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Grpc(code) => write!(f, "grpc:{}", grpc_code_name(Code::from_i32(*code))),
             ErrorKind::Transport => f.write_str("transport"),
             ErrorKind::Deadline => f.write_str("deadline"),
+            ErrorKind::Integrity(what) => write!(f, "integrity:{what}"),
         }
     }
 }
@@ -129,6 +134,62 @@ pub enum SendTiming {
     Late(Duration),
 }
 
+/// One kind of RPC's statistics (workloads whose units take several RPCs: write, read).
+#[derive(Clone, Debug, Default)]
+pub struct OpStats {
+    /// Successful RPCs, from the first attempt to the final answer (retries and throttle
+    /// delays included).
+    pub success: LatencyHistogram,
+    /// RPCs that failed for good (after retries), or that the client throttle rejected.
+    pub failures: u64,
+    /// Payload bytes of the successful RPCs (data written or read).
+    pub bytes: u64,
+}
+
+impl OpStats {
+    pub fn merge(&mut self, o: &OpStats) {
+        self.success.merge(&o.success);
+        self.failures += o.failures;
+        self.bytes += o.bytes;
+    }
+}
+
+/// Statistics per [`RpcKind`], allocated for the kinds a run sends.
+#[derive(Clone, Debug, Default)]
+pub struct PerKind([Option<Box<OpStats>>; 5]);
+
+impl PerKind {
+    pub fn get(&self, kind: RpcKind) -> Option<&OpStats> {
+        self.0[kind.index()].as_deref()
+    }
+
+    pub fn entry(&mut self, kind: RpcKind) -> &mut OpStats {
+        self.0[kind.index()].get_or_insert_with(Default::default)
+    }
+
+    /// The kinds with statistics, in report order.
+    pub fn iter(&self) -> impl Iterator<Item = (RpcKind, &OpStats)> {
+        RpcKind::ALL
+            .into_iter()
+            .filter_map(|k| self.get(k).map(|s| (k, s)))
+    }
+
+    pub fn merge(&mut self, o: &PerKind) {
+        for (k, s) in o.iter() {
+            self.entry(k).merge(s);
+        }
+    }
+
+    /// Empties the statistics, keeping the memory.
+    pub fn reset(&mut self) {
+        for s in self.0.iter_mut().flatten() {
+            s.success.reset();
+            s.failures = 0;
+            s.bytes = 0;
+        }
+    }
+}
+
 /// What one worker measured since it last handed its statistics over. Histograms are HDR
 /// (fixed size); the coordinator merges them.
 #[derive(Clone, Debug, Default)]
@@ -152,6 +213,10 @@ pub struct WorkerStats {
     pub warmup: u64,
     /// Retries, rejections and client-throttle decisions of the measured requests.
     pub resilience: crate::resilience::ResilienceCounts,
+    /// Payload bytes of the successful units (application writes' data).
+    pub unit_bytes: u64,
+    /// Per kind of RPC, for workloads whose units take several RPCs.
+    pub ops: PerKind,
 }
 
 impl WorkerStats {
@@ -171,8 +236,26 @@ impl WorkerStats {
         self.first_messages.entry(kind).or_insert_with(message);
     }
 
-    /// Records one measured request.
-    pub fn record(&mut self, timing: Timing, answer: Answer, request_bytes: u64) {
+    /// Records one RPC of a multi-RPC unit: its latency from the first attempt and, when it
+    /// succeeded, the payload bytes its answer carried.
+    pub fn record_rpc(&mut self, rpc: &Rpc, latency: Duration, received: Option<u64>) {
+        self.bytes_sent += rpc.request_bytes;
+        let op = self.ops.entry(rpc.kind);
+        match received {
+            Some(bytes) => {
+                op.success.record(latency);
+                op.bytes += rpc.request_bytes + bytes;
+                self.bytes_received += bytes;
+                self.resilience.goodput_bytes += rpc.goodput_bytes;
+            }
+            None => op.failures += 1,
+        }
+    }
+
+    /// Records one measured request (unit). `request_bytes` are its payload bytes sent and its
+    /// goodput (single-RPC units; multi-RPC units count theirs per RPC), `unit_bytes` what the
+    /// application wrote.
+    pub fn record(&mut self, timing: Timing, answer: Answer, request_bytes: u64, unit_bytes: u64) {
         self.bytes_sent += request_bytes;
         match timing.send {
             SendTiming::Unscheduled => {}
@@ -185,6 +268,7 @@ impl WorkerStats {
             }
             Answer::Success { bytes } => {
                 self.resilience.goodput_bytes += request_bytes;
+                self.unit_bytes += unit_bytes;
                 self.bytes_received += bytes;
                 self.success.record(timing.corrected);
                 // Closed loop: both are the same; `service_time` falls back to `success`.
@@ -238,6 +322,8 @@ impl WorkerStats {
         self.bytes_received = 0;
         self.warmup = 0;
         self.resilience = Default::default();
+        self.unit_bytes = 0;
+        self.ops.reset();
     }
 
     pub fn merge(&mut self, other: &WorkerStats) {
@@ -258,6 +344,8 @@ impl WorkerStats {
         self.bytes_received += other.bytes_received;
         self.warmup += other.warmup;
         self.resilience.merge(&other.resilience);
+        self.unit_bytes += other.unit_bytes;
+        self.ops.merge(&other.ops);
     }
 }
 

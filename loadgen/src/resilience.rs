@@ -27,14 +27,13 @@
 //! or locally rejected.
 
 use crate::engine::request::{self, Deadline};
-use crate::outcome::{Answer, ErrorKind, Failure};
+use crate::outcome::{ErrorKind, Failure};
 use crate::retry::{Pushback, RetryDecision, RetryPolicy, RetryState};
 use crate::throttle::{
     AimdConfig, AimdThrottle, AimdUnit, AnalyzerThrottle, ClientThrottle, Decision, OpKind,
     Outcome, SreConfig, SreThrottle, ThrottleKind, ThrottleScope,
 };
-use crate::workload::Workload;
-use bytes::Bytes;
+use crate::workload::Rpc;
 use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -134,23 +133,10 @@ pub fn classify(f: &Failure) -> Class {
             outcome: Outcome::OtherFailure,
             retryable: true,
         },
-        ErrorKind::Ozone(_) | ErrorKind::Grpc(_) => Class {
+        ErrorKind::Ozone(_) | ErrorKind::Grpc(_) | ErrorKind::Integrity(_) => Class {
             outcome: Outcome::OtherFailure,
             retryable: false,
         },
-    }
-}
-
-/// Which throttle analyzer a workload's requests belong to, and their byte count: the bigger of
-/// request and response payload decides (an echo with a request payload is a write: dn-sim charges
-/// it to ingress).
-pub fn op_of(request_bytes: u64, response_bytes: u64) -> (OpKind, u64) {
-    if request_bytes == 0 && response_bytes == 0 {
-        (OpKind::Other, 0)
-    } else if request_bytes >= response_bytes {
-        (OpKind::Write, request_bytes)
-    } else {
-        (OpKind::Read, response_bytes)
     }
 }
 
@@ -270,28 +256,29 @@ impl<'a> Attempts<'a> {
     }
 }
 
-/// Sends one echo-engine request with throttling and retries; returns its final answer and its
-/// counts.
+/// Sends one RPC with throttling and retries; returns how its last attempt ended (`None`: the
+/// throttle rejected it locally) and the attempts' counts.
 pub async fn request(
     client: &mut crate::connection::unary::UnaryClient,
-    workload: &dyn Workload,
-    frame: Bytes,
+    rpc: &Rpc,
     deadline: &mut Deadline,
     res: &mut Resilience,
-) -> (Answer, RequestCounts) {
-    let (op, bytes) = op_of(workload.request_bytes(), workload.response_bytes_hint());
-    let mut attempts = Attempts::new(res, op, bytes);
+) -> (Option<Result<(), Failure>>, RequestCounts) {
+    let mut attempts = Attempts::new(res, rpc.throttle_op, rpc.throttle_bytes);
     let last = loop {
         let answer = if attempts.admit().await {
-            Some(request::attempt(client, workload, frame.clone(), deadline).await)
+            Some(request::attempt(client, rpc.frame.clone(), deadline).await)
         } else {
             None
         };
-        if !attempts.again(answer.as_ref().map(|a| a.failure())).await {
+        if !attempts
+            .again(answer.as_ref().map(|a| a.as_ref().err()))
+            .await
+        {
             break answer;
         }
     };
-    (last.unwrap_or(Answer::LocallyRejected), attempts.counts())
+    (last, attempts.counts())
 }
 
 /// The resolved `--retry`, `--retry-backoff`, `--client-throttle`, `--throttle-scope`,
@@ -436,6 +423,7 @@ mod tests {
 
     #[test]
     fn echo_with_a_request_payload_is_a_write() {
+        use crate::throttle::op_of;
         assert_eq!(op_of(65536, 0), (OpKind::Write, 65536));
         assert_eq!(op_of(0, 4096), (OpKind::Read, 4096));
         assert_eq!(op_of(0, 0), (OpKind::Other, 0));

@@ -10,8 +10,7 @@
 //! path); the others pick it up.
 
 use super::http2::{self, GrpcHead, StreamError};
-use crate::outcome::{Answer, ErrorKind, Failure};
-use crate::workload::Workload;
+use crate::outcome::{ErrorKind, Failure};
 use bytes::{Buf, Bytes, BytesMut};
 use common::proto::ContainerCommandResponseProto;
 use common::wire::RequiredFields;
@@ -109,13 +108,17 @@ impl UnaryClient {
         Ok(())
     }
 
-    /// One request on a new stream: `frame` is the gRPC-framed request message; the answer is
-    /// judged by `workload`. The caller bounds the time; dropping this future resets the stream.
-    pub async fn call(&mut self, frame: Bytes, workload: &dyn Workload) -> Answer {
-        match self.exchange(frame).await {
-            Ok(()) => crate::engine::request::judge(workload, &self.response),
-            Err(failure) => Answer::Failure(failure),
-        }
+    /// One request on a new stream: `frame` is the gRPC-framed request message; on `Ok` the
+    /// answer is in [`response`](Self::response). The caller bounds the time; dropping this
+    /// future resets the stream.
+    pub async fn call(&mut self, frame: Bytes) -> Result<(), Failure> {
+        self.exchange(frame).await
+    }
+
+    /// The answer of the last successful [`call`](Self::call) (its byte fields share the
+    /// received body).
+    pub fn response(&self) -> &ContainerCommandResponseProto {
+        &self.response
     }
 
     /// The body buffer back from the last response (whose fields are cleared first).

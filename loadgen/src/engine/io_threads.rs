@@ -159,7 +159,11 @@ impl ThreadPlan {
             let recorder = Rc::new(RefCell::new(Recorder::new(
                 Arc::clone(&shared),
                 self.flushes.clone(),
-                self.workload.request_bytes(),
+                if self.workload.single_rpc() {
+                    self.workload.single_rpc_bytes().0
+                } else {
+                    0
+                },
             )));
             let mut workers = tokio::task::JoinSet::new();
             let clients = self.config.clients;

@@ -7,7 +7,7 @@
 //! transport errors).
 
 use super::WorkerContext;
-use super::request::{Backoff, deadline_failure, judge};
+use super::request::{Backoff, deadline_failure, ozone_failure};
 use super::slots::Slot;
 use crate::connection::Client;
 use crate::outcome::{Answer, ErrorKind, Failure};
@@ -25,11 +25,14 @@ struct InFlight {
 
 struct Worker {
     ctx: WorkerContext,
+    /// The request every unit sends (workloads of independent single RPCs only).
+    request: ContainerCommandRequestProto,
+    /// Judges answers.
+    load: Box<dyn crate::workload::WorkerLoad>,
     inflight: VecDeque<InFlight>,
     /// No more requests will be taken.
     exhausted: bool,
     pipeline: usize,
-    seq: u64,
 }
 
 /// How a stream ended.
@@ -41,12 +44,18 @@ enum StreamEnd {
 }
 
 pub async fn worker(ctx: WorkerContext, mut client: Client, pipeline: usize) {
+    let Some(request) = ctx.workload.pipelined_request() else {
+        tracing::error!("this workload cannot be pipelined on a persistent stream");
+        return;
+    };
+    let load = ctx.workload.worker(ctx.idx);
     let mut w = Worker {
+        request,
+        load,
         ctx,
         inflight: VecDeque::with_capacity(pipeline),
         exhausted: false,
         pipeline,
-        seq: 0,
     };
     let mut stop = w.ctx.shared.stop_signal();
     let mut backoff = Backoff::new();
@@ -73,8 +82,7 @@ pub async fn worker(ctx: WorkerContext, mut client: Client, pipeline: usize) {
 
 impl Worker {
     fn send(&mut self, tx: &mpsc::Sender<ContainerCommandRequestProto>, slot: Slot) {
-        self.seq += 1;
-        let req = self.ctx.workload.request(self.ctx.idx, self.seq - 1);
+        let req = self.request.clone();
         self.inflight.push_back(InFlight {
             slot,
             sent: Instant::now(),
@@ -88,7 +96,13 @@ impl Worker {
         let Some(front) = self.inflight.pop_front() else {
             return;
         };
-        let answer = judge(&*self.ctx.workload, &resp);
+        let answer = match ozone_failure(&resp) {
+            Some(f) => Answer::Failure(f),
+            None => match self.load.judge(&resp) {
+                Ok(bytes) => Answer::Success { bytes },
+                Err(f) => Answer::Failure(f),
+            },
+        };
         self.finish(front, answer);
     }
 

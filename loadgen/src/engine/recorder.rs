@@ -7,10 +7,11 @@
 
 use super::Shared;
 use super::slots::Slot;
-use crate::outcome::{Answer, SendTiming, Timing, WorkerStats};
+use crate::outcome::{Answer, Failure, SendTiming, Timing, WorkerStats};
+use crate::workload::Rpc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 /// Statistics of one worker for one interval (`epoch`: the interval's index since the start).
@@ -32,6 +33,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// `request_bytes`: the payload of a single-RPC unit (multi-RPC units count theirs per RPC).
     pub fn new(shared: Arc<Shared>, tx: UnboundedSender<Flush>, request_bytes: u64) -> Self {
         let (back, returned) = mpsc::unbounded_channel();
         Recorder {
@@ -45,21 +47,47 @@ impl Recorder {
         }
     }
 
-    /// Records one answered (or failed) request sent at `sent` and ended at `done`. Returns
-    /// whether it was a measured failure (which stops the run without --fail-at-end).
+    /// Records one answered (or failed) request sent at `sent` and ended at `done` (persistent
+    /// streams). Returns whether it was a measured failure (which stops the run without
+    /// --fail-at-end).
     pub fn record(&mut self, slot: &Slot, sent: Instant, done: Instant, answer: Answer) -> bool {
-        self.record_request(slot, sent, done, answer, None)
+        self.record_unit(slot, sent, done, answer, None, 0)
     }
 
-    /// As [`Recorder::record`], with the request's retry and throttle counts (measured requests
-    /// only add them).
-    pub fn record_request(
+    /// Records one RPC of a measured multi-RPC unit under its kind, with its attempts' counts;
+    /// `received` is the payload its answer carried when it succeeded.
+    pub fn record_rpc(
+        &mut self,
+        rpc: &Rpc,
+        latency: Duration,
+        received: Option<u64>,
+        counts: Option<&crate::resilience::RequestCounts>,
+    ) {
+        if let Some(c) = counts {
+            c.record_into(&mut self.stats);
+        }
+        self.stats.record_rpc(rpc, latency, received);
+    }
+
+    /// A failure of a worker's closing RPCs (no unit of their own): counted as a failure.
+    pub fn record_close_failure(&mut self, measured: bool, failure: Failure) {
+        if measured {
+            self.stats
+                .record_failure(Duration::ZERO, failure.kind, || failure.message);
+        }
+    }
+
+    /// Records one unit (a request as the statistics count it) sent at `sent` and ended at
+    /// `done`, with its retry and throttle counts (single-RPC units) and the application bytes
+    /// it completed. Returns whether it was a measured failure.
+    pub fn record_unit(
         &mut self,
         slot: &Slot,
         sent: Instant,
         done: Instant,
         answer: Answer,
         counts: Option<&crate::resilience::RequestCounts>,
+        unit_bytes: u64,
     ) -> bool {
         let epoch = self.shared.epoch.load(Relaxed);
         if epoch != self.epoch {
@@ -93,7 +121,8 @@ impl Recorder {
                 }
             }
         };
-        self.stats.record(timing, answer, self.request_bytes);
+        self.stats
+            .record(timing, answer, self.request_bytes, unit_bytes);
         self.shared.completed.fetch_add(1, Relaxed);
         failed
     }

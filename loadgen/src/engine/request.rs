@@ -2,15 +2,15 @@
 //! without restructuring the workers:
 //!
 //! - [`attempt`]: one send on the wire (a new bidi stream, half-closed at once, one answer);
-//! - [`request`]: one request as the user counts it, one attempt; with `--retry` or a client
-//!   throttle the workers call `crate::resilience::request` instead, which runs the attempts
-//!   under the throttle and the retry policy (`resilience::Attempts`).
+//! - one RPC as the statistics count it: one attempt, or with `--retry` or a client throttle
+//!   `crate::resilience::request`, which runs the attempts under the throttle and the retry
+//!   policy (`resilience::Attempts`). The workload then judges the answer.
 //!
-//! Answers are judged in one place ([`judge`]) for both stream modes.
+//! A `result != SUCCESS` answer is a failure in one place ([`ozone_failure`]) for both stream
+//! modes.
 
 use crate::connection::unary::UnaryClient;
-use crate::outcome::{Answer, ErrorKind, Failure};
-use crate::workload::Workload;
+use crate::outcome::{ErrorKind, Failure};
 use bytes::Bytes;
 use common::proto::{ContainerCommandResponseProto, Result as OzoneResult};
 use std::future::Future;
@@ -18,18 +18,14 @@ use std::pin::Pin;
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
-/// Turns a response into an answer: `result != SUCCESS` is a failure of kind `result:NAME`.
-pub fn judge(workload: &dyn Workload, resp: &ContainerCommandResponseProto) -> Answer {
-    if resp.result == OzoneResult::Success as i32 {
-        Answer::Success {
-            bytes: workload.response_bytes(resp),
-        }
-    } else {
-        Answer::Failure(Failure::new(
+/// A response with `result != SUCCESS` is a failure of kind `result:NAME`.
+pub fn ozone_failure(resp: &ContainerCommandResponseProto) -> Option<Failure> {
+    (resp.result != OzoneResult::Success as i32).then(|| {
+        Failure::new(
             ErrorKind::Ozone(resp.result),
             resp.message.clone().unwrap_or_default(),
-        ))
-    }
+        )
+    })
 }
 
 pub fn deadline_failure(timeout: Duration) -> Failure {
@@ -75,26 +71,20 @@ impl Deadline {
     }
 }
 
-/// One request: the unit the statistics count.
-pub async fn request(
-    client: &mut UnaryClient,
-    workload: &dyn Workload,
-    frame: Bytes,
-    deadline: &mut Deadline,
-) -> Answer {
-    attempt(client, workload, frame, deadline).await
-}
-
 /// One send on a new stream: send, half-close, wait for the one answer, within the deadline.
+/// `Ok`: a `result == SUCCESS` answer, in `client.response()`.
 pub async fn attempt(
     client: &mut UnaryClient,
-    workload: &dyn Workload,
     frame: Bytes,
     deadline: &mut Deadline,
-) -> Answer {
-    match deadline.run(client.call(frame, workload)).await {
-        Some(answer) => answer,
-        None => Answer::Failure(deadline_failure(deadline.timeout())),
+) -> Result<(), Failure> {
+    match deadline.run(client.call(frame)).await {
+        Some(Ok(())) => match ozone_failure(client.response()) {
+            None => Ok(()),
+            Some(f) => Err(f),
+        },
+        Some(Err(f)) => Err(f),
+        None => Err(deadline_failure(deadline.timeout())),
     }
 }
 

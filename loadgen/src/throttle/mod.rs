@@ -187,6 +187,19 @@ impl FromStr for ThrottleScope {
     }
 }
 
+/// Which throttle analyzer a workload's requests belong to, and their byte count: the bigger of
+/// request and response payload decides (an echo with a request payload is a write: dn-sim charges
+/// it to ingress).
+pub fn op_of(request_bytes: u64, response_bytes: u64) -> (OpKind, u64) {
+    if request_bytes == 0 && response_bytes == 0 {
+        (OpKind::Other, 0)
+    } else if request_bytes >= response_bytes {
+        (OpKind::Write, request_bytes)
+    } else {
+        (OpKind::Read, response_bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

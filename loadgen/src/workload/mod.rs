@@ -1,33 +1,129 @@
-//! Workloads: what each request is. The engine decides when and where requests go; a workload
-//! only builds them and judges their answers.
+//! Workloads: what the requests are. The engine decides when and where they are sent, retries
+//! them and keeps the statistics; a workload only builds requests and judges their answers.
+//!
+//! A workload hands each engine worker a [`WorkerLoad`]: a per-worker state machine. The engine
+//! gives it one *unit* of work per slot (an echo, an application `write()`, a block read), asks it
+//! for the unit's RPCs one at a time ([`WorkerLoad::next`]) and hands back each answer
+//! ([`WorkerLoad::judge`]); data-integrity checks live in `judge`. One RPC is outstanding per
+//! worker, in the order the state machine yields them (Ozone's `BlockOutputStream` and
+//! `BlockInputStream` do the same). Statistics are kept per unit and per [`RpcKind`].
+//!
+//! Workloads know no flags: their settings are plain values built by `crate::config`. They use
+//! only the protocol types and the encoding helper of the transport (`connection::unary`).
 
 pub mod block_writer;
 pub mod echo;
 
+use crate::outcome::Failure;
+use crate::throttle::OpKind;
 use bytes::Bytes;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 
+/// The kinds of RPC, in report order. Statistics are kept per kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RpcKind {
+    Echo,
+    WriteChunk,
+    PutBlock,
+    GetBlock,
+    ReadChunk,
+}
+
+impl RpcKind {
+    pub const ALL: [RpcKind; 5] = [
+        RpcKind::Echo,
+        RpcKind::WriteChunk,
+        RpcKind::PutBlock,
+        RpcKind::GetBlock,
+        RpcKind::ReadChunk,
+    ];
+
+    /// The command type's name (`WriteChunk`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RpcKind::Echo => "Echo",
+            RpcKind::WriteChunk => "WriteChunk",
+            RpcKind::PutBlock => "PutBlock",
+            RpcKind::GetBlock => "GetBlock",
+            RpcKind::ReadChunk => "ReadChunk",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Index into per-kind arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One RPC to send.
+#[derive(Clone, Debug)]
+pub struct Rpc {
+    pub kind: RpcKind,
+    /// The request as a gRPC-framed message (retries send the same `Bytes`, not a copy).
+    pub frame: Bytes,
+    /// Application payload bytes the request carries (bytes sent).
+    pub request_bytes: u64,
+    /// Payload bytes that count as goodput when the RPC succeeds (written or read data).
+    pub goodput_bytes: u64,
+    /// What the client throttle is told about the RPC.
+    pub throttle_op: OpKind,
+    pub throttle_bytes: u64,
+}
+
+/// A workload: shared, read-only settings and data; each worker gets its own state machine.
 pub trait Workload: Send + Sync + 'static {
-    /// The `seq`-th request of worker `worker`.
-    fn request(&self, worker: usize, seq: u64) -> ContainerCommandRequestProto;
+    /// The state machine of worker `idx` (it lives on that worker's I/O thread).
+    fn worker(&self, idx: usize) -> Box<dyn WorkerLoad>;
 
-    /// The same request as a gRPC-framed message, for the per-request stream path. Workloads
-    /// whose requests do not change build it once and hand out clones (a reference count).
-    fn framed_request(&self, worker: usize, seq: u64) -> Bytes {
-        crate::connection::unary::grpc_frame(&self.request(worker, seq))
+    /// Whether a unit is always exactly one RPC (echo): then the unit's statistics are the RPC's
+    /// and no per-kind statistics are kept.
+    fn single_rpc(&self) -> bool {
+        false
     }
 
-    /// Bytes of application payload a request carries (for bytes/s).
-    fn request_bytes(&self) -> u64 {
+    /// For `--stream-mode persistent` (pipelined, answers in order): the request of every unit,
+    /// if the workload's units are independent single RPCs; `None` if it cannot be pipelined.
+    fn pipelined_request(&self) -> Option<ContainerCommandRequestProto> {
+        None
+    }
+
+    /// Single-RPC workloads: the payload bytes of the request and of its expected answer
+    /// (bytes/s, goodput, the throttle of persistent streams).
+    fn single_rpc_bytes(&self) -> (u64, u64) {
+        (0, 0)
+    }
+}
+
+/// How one unit of work ended, as far as the workload is concerned.
+pub trait WorkerLoad {
+    /// Starts the next unit (one slot of the engine). False when this worker has no more work
+    /// (e.g. every block has been read): the worker ends.
+    fn begin(&mut self) -> bool;
+
+    /// The next RPC of the current unit (or of the closing, see [`close`](Self::close)), or
+    /// `None` when it is complete.
+    fn next(&mut self) -> Option<Rpc>;
+
+    /// Judges a `result == SUCCESS` answer to the RPC [`next`](Self::next) returned last: the
+    /// payload bytes it carried, or a failure (a data-integrity error).
+    fn judge(&mut self, resp: &ContainerCommandResponseProto) -> Result<u64, Failure>;
+
+    /// The RPC `next` returned last failed for good (after retries): the unit is abandoned, and
+    /// the state machine goes on from a consistent state.
+    fn failed(&mut self) {}
+
+    /// Payload bytes of the unit that just completed (an application write's size).
+    fn unit_bytes(&self) -> u64 {
         0
     }
 
-    /// Bytes of application payload a successful answer is expected to carry (for the client
-    /// throttle's read/write accounting).
-    fn response_bytes_hint(&self) -> u64 {
-        0
+    /// No more units: starts the closing RPCs (an output stream's last chunk and PutBlock),
+    /// yielded by `next`. False when there are none.
+    fn close(&mut self) -> bool {
+        false
     }
-
-    /// Bytes of application payload in a successful answer.
-    fn response_bytes(&self, resp: &ContainerCommandResponseProto) -> u64;
 }
