@@ -174,7 +174,7 @@ for rep in range(1, repeat + 1):
                 # Every operation (WriteChunk, PutBlock) ends once: a success timed in "ops" or a
                 # failure in "errors" (a failure ends the stream, and the process stops).
                 ok_ops = sum(j["ops"].get(op, {}).get("count", 0) for op in ("WriteChunk", "PutBlock"))
-                fails = sum(j["errors"].values())
+                fails = j["totals"]["failures"]
                 ops = ok_ops + fails
                 if r["attempts"] + r["local_rejections"] != ops + r["retries"]:
                     problems.append(f"{f}: attempts {r['attempts']} + local rejections {r['local_rejections']} != operations {ops} + retries {r['retries']}")

@@ -4,7 +4,9 @@
 //! [`crate::config::RunConfig`] the engine uses.
 
 use crate::engine::schedule::RateSchedule;
+use crate::workload::block_writer::ChecksumMode;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use common::proto::ChecksumType;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,10 +38,10 @@ pub enum Command {
     Sweep(Box<crate::sweep::SweepArgs>),
     /// Write blocks as Ozone's BlockOutputStream does (WriteChunk per chunk, PutBlock per flush
     /// and at block end); MB/s and writes/s, WriteChunk and PutBlock latency.
-    Write(Box<crate::blockio::args::WriteArgs>),
+    Write(Box<WriteArgs>),
     /// GetBlock and ReadChunk of blocks written first in this run or listed in a --manifest;
     /// every checksum verified.
-    Read(Box<crate::blockio::args::ReadArgs>),
+    Read(Box<ReadArgs>),
 }
 
 /// How requests travel on a connection.
@@ -101,7 +103,8 @@ pub struct CommonArgs {
     pub target: Option<String>,
 
     /// Number of requests to measure (ignored with --duration) [default: 1000, or with
-    /// --rate-schedule the plan's own length].
+    /// --rate-schedule the plan's own length]. write: application write() calls; read: the
+    /// data set's writes when there is no --manifest.
     #[arg(short = 'n', long = "number-of-tests", allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(1..))]
     pub number_of_tests: Option<u64>,
 
@@ -117,10 +120,12 @@ pub struct CommonArgs {
     #[arg(long, allow_hyphen_values = true, value_parser = parse_duration)]
     pub warmup: Option<Duration>,
 
-    /// Open loop: send R requests per second in total, whatever the answers do. Latency is
-    /// measured from each request's intended send time (coordinated omission corrected).
-    #[arg(long, value_name = "R", value_parser = parse_positive_rate, conflicts_with = "rate_schedule")]
-    pub rate: Option<f64>,
+    /// Open loop: send R requests per second in total, whatever the answers do (write:
+    /// application writes/s; read: blocks/s), or a bandwidth such as 500MB/s (write and read).
+    /// Latency is measured from each request's intended send time (coordinated omission
+    /// corrected).
+    #[arg(long, value_name = "R", value_parser = parse_load_rate, conflicts_with = "rate_schedule")]
+    pub rate: Option<LoadRate>,
 
     /// Open loop with a changing rate: step:start=1000,step=1000,every=10s,end=10000 or
     /// ramp:from=1000,to=20000,over=60s.
@@ -326,6 +331,27 @@ fn parse_throttle_scope(s: &str) -> Result<crate::throttle::ThrottleScope, Strin
         .map_err(|e: crate::throttle::ParseThrottleScopeError| e.to_string())
 }
 
+/// `--rate`: requests per second, or bytes per second.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LoadRate {
+    PerSecond(f64),
+    /// A bandwidth (`500MB/s`; MB = 2^20 bytes), for workloads that move data.
+    Bytes(f64),
+}
+
+fn parse_load_rate(s: &str) -> Result<LoadRate, String> {
+    let t = s.trim();
+    let body = t.strip_suffix("/s").unwrap_or(t);
+    if body.ends_with(['B', 'b']) {
+        let bytes = common::units::parse_size(body).map_err(|e| e.to_string())?;
+        if bytes == 0 {
+            return Err("must be greater than zero".into());
+        }
+        return Ok(LoadRate::Bytes(bytes as f64));
+    }
+    parse_positive_rate(s).map(LoadRate::PerSecond)
+}
+
 fn parse_positive_rate(s: &str) -> Result<f64, String> {
     let r = common::units::parse_rate(s).map_err(|e| e.to_string())?;
     if r <= 0.0 {
@@ -374,4 +400,139 @@ fn parse_payload_kb(s: &str) -> Result<u64, String> {
         ));
     }
     Ok(kb)
+}
+
+/// What the application and its output stream do (Ozone's client configuration).
+#[derive(Args, Debug, Clone)]
+pub struct ShapeArgs {
+    /// Size of each application write() (1 KB = 1024 bytes), at most 32 MB.
+    #[arg(long, default_value = "1MB", value_name = "SIZE", value_parser = parse_write_size)]
+    pub write_size: u64,
+
+    /// Chunk size, ozone.scm.chunk.size: one WriteChunk per full chunk (at most 32 MB).
+    #[arg(long, default_value = "4MB", value_name = "SIZE", value_parser = parse_chunk_size)]
+    pub chunk_size: u64,
+
+    /// ozone.client.bytes.per.checksum: one checksum per this many bytes of a chunk.
+    #[arg(long, default_value = "16KB", value_name = "SIZE", value_parser = parse_bytes_per_checksum)]
+    pub bytes_per_checksum: u64,
+
+    /// ozone.client.checksum.type: CRC32, CRC32C, SHA256, MD5 or NONE.
+    #[arg(long, default_value = "CRC32", value_name = "TYPE", value_parser = parse_checksum_type)]
+    pub checksum: ChecksumType,
+
+    /// Block size, ozone.scm.block.size: a new block (local ID) after this many bytes.
+    #[arg(long, default_value = "256MB", value_name = "SIZE", value_parser = parse_positive_size)]
+    pub block_size: u64,
+
+    /// PutBlock every this many bytes (ozone.client.stream.buffer.flush.size) and at block end.
+    #[arg(long, default_value = "16MB", value_name = "SIZE", value_parser = parse_positive_size)]
+    pub flush_size: u64,
+
+    /// incremental: checksum each write() as it is copied into the chunk buffer (HDDS-15612's
+    /// "after"); at-flush: checksum the whole chunk when it is sent (Ozone before the patch).
+    #[arg(long, default_value = "incremental", value_name = "MODE", value_parser = parse_mode)]
+    pub checksum_mode: ChecksumMode,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadVersion {
+    /// One `data` buffer.
+    V0,
+    /// `dataBuffers` split at bytesPerChecksum (what the Java client sends).
+    V1,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WriteArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
+
+    /// Record every block written (container, local ID, chunks, checksums) in FILE (JSON lines,
+    /// streamed as blocks are committed) for a later `loadgen read --manifest FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
+
+    /// After writing, read every block back (GetBlock, ReadChunk) and verify every checksum.
+    #[arg(long)]
+    pub then_read: bool,
+
+    /// ReadChunk version of the read-back.
+    #[arg(long, value_enum, default_value = "v1")]
+    pub read_version: ReadVersion,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// The data set to write first when there is no --manifest.
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
+
+    /// Read the blocks listed in FILE (written by `loadgen write --manifest FILE`) instead of
+    /// writing a data set first.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
+
+    /// Verify every chunk's checksums (mismatches are data-integrity errors).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub verify: bool,
+
+    /// ReadChunk version.
+    #[arg(long, value_enum, default_value = "v1")]
+    pub read_version: ReadVersion,
+}
+
+const MAX_SIZE: u64 = common::MAX_MESSAGE_SIZE as u64;
+
+fn size(s: &str) -> Result<u64, String> {
+    common::units::parse_size(s).map_err(|e| e.to_string())
+}
+
+fn parse_positive_size(s: &str) -> Result<u64, String> {
+    match size(s)? {
+        0 => Err("must be greater than zero".into()),
+        n => Ok(n),
+    }
+}
+
+fn parse_upto_32mb(s: &str) -> Result<u64, String> {
+    let n = parse_positive_size(s)?;
+    if n > MAX_SIZE {
+        return Err(format!("{n} bytes exceeds the 32 MB message limit"));
+    }
+    Ok(n)
+}
+
+fn parse_write_size(s: &str) -> Result<u64, String> {
+    parse_upto_32mb(s)
+}
+
+fn parse_chunk_size(s: &str) -> Result<u64, String> {
+    parse_upto_32mb(s)
+}
+
+fn parse_bytes_per_checksum(s: &str) -> Result<u64, String> {
+    let n = parse_positive_size(s)?;
+    u32::try_from(n).map_err(|_| format!("{n} bytes is too large"))?;
+    Ok(n)
+}
+
+pub fn parse_checksum_type(s: &str) -> Result<ChecksumType, String> {
+    crate::workload::block_writer::checksum_type_of(s)
+}
+
+fn parse_mode(s: &str) -> Result<ChecksumMode, String> {
+    s.parse()
 }

@@ -2,7 +2,9 @@
 //! read this, never the command line.
 
 use crate::UsageError;
-use crate::cli::{CommonArgs, EchoArgs, Format, ReportArgs, StreamMode};
+use crate::cli::{
+    CommonArgs, EchoArgs, Format, LoadRate, ReadArgs, ReportArgs, ShapeArgs, StreamMode, WriteArgs,
+};
 use crate::engine::schedule::{Plan, RateSchedule};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,24 +27,58 @@ pub enum StopAfter {
     Elapsed(Duration),
 }
 
+use crate::results::Shape;
+use crate::workload::block::Expected;
+use crate::workload::block_writer::{WriteShape, checksum_name};
 pub use crate::workload::echo::EchoConfig;
+
+/// `loadgen write`: the output streams' shape and what is kept of the blocks written.
+#[derive(Clone, Debug)]
+pub struct WriteConfig {
+    pub shape: WriteShape,
+    /// The shape as the reports describe it.
+    pub described: Shape,
+    /// Stream every committed block to this file (JSON lines).
+    pub manifest: Option<PathBuf>,
+    /// Read every block back afterwards (then the blocks are kept in memory).
+    pub then_read: bool,
+    /// ReadChunk V1 (`dataBuffers`) rather than V0.
+    pub read_v1: bool,
+}
+
+/// `loadgen read`: the blocks to read (a manifest's), or the data set to write first.
+#[derive(Clone, Debug)]
+pub struct ReadConfig {
+    pub shape: WriteShape,
+    pub described: Shape,
+    /// The blocks of `--manifest`, or `None`: write a data set first.
+    pub blocks: Option<std::sync::Arc<Vec<Expected>>>,
+    pub verify: bool,
+    pub read_v1: bool,
+}
 
 #[derive(Clone, Debug)]
 pub enum WorkloadConfig {
     Echo(EchoConfig),
+    Write(WriteConfig),
+    Read(ReadConfig),
 }
 
 impl WorkloadConfig {
-    /// Freon's timer name for the workload.
+    /// Freon's timer name for the workload's unit.
     pub fn timer_name(&self) -> &'static str {
         match self {
             WorkloadConfig::Echo(_) => "rpc-payload",
+            WorkloadConfig::Write(_) => "app-write",
+            WorkloadConfig::Read(_) => "block-read",
         }
     }
 
     pub fn name(&self) -> &'static str {
         match self {
             WorkloadConfig::Echo(_) => "echo",
+            WorkloadConfig::Write(_) => "write",
+            WorkloadConfig::Read(_) => "read",
         }
     }
 }
@@ -110,6 +146,9 @@ pub struct RunConfig {
     pub workload: WorkloadConfig,
     /// Retries and client throttling (`crate::resilience`).
     pub resilience: crate::resilience::ResilienceConfig,
+    /// `--rate` as a bandwidth (bytes/s) not yet turned into units/s: a read's mean block size
+    /// is known only once its blocks are.
+    pub bandwidth: Option<f64>,
 }
 
 impl RunConfig {
@@ -118,11 +157,29 @@ impl RunConfig {
         report: &ReportArgs,
         workload: WorkloadConfig,
     ) -> Result<Self, UsageError> {
+        let moves_data = !matches!(workload, WorkloadConfig::Echo(_));
+        let mut bandwidth = None;
         let schedule = match (c.rate, &c.rate_schedule) {
-            (Some(r), _) => Some(RateSchedule::Constant(r)),
+            (Some(LoadRate::PerSecond(r)), _) => Some(RateSchedule::Constant(r)),
+            (Some(LoadRate::Bytes(b)), _) if moves_data => {
+                bandwidth = Some(b);
+                // Resolved into units/s below or when the unit's size is known.
+                Some(RateSchedule::Constant(1.0))
+            }
+            (Some(LoadRate::Bytes(_)), _) => {
+                return Err(UsageError(
+                    "--rate: a bandwidth (e.g. 500MB/s) needs write or read; echo takes requests/s"
+                        .into(),
+                ));
+            }
             (None, Some(s)) => Some(s.clone()),
             (None, None) => None,
         };
+        if moves_data && c.stream_mode == StreamMode::Persistent {
+            return Err(UsageError(
+                "--stream-mode persistent: write and read send each RPC on a new stream, as Ozone's client does".into(),
+            ));
+        }
         let stop = match (c.duration, c.number_of_tests) {
             (Some(d), _) => StopAfter::Elapsed(d),
             (None, Some(n)) => StopAfter::Requests(n),
@@ -142,10 +199,13 @@ impl RunConfig {
                 pipeline: c.pipeline as usize,
             },
         };
-        let resilience = crate::resilience::ResilienceConfig::from_args(
-            &c.resilience,
-            crate::throttle::AimdUnit::Ops,
-        );
+        // aimd paces requests for echo, payload bytes for write and read.
+        let unit = if moves_data {
+            crate::throttle::AimdUnit::Bytes
+        } else {
+            crate::throttle::AimdUnit::Ops
+        };
+        let resilience = crate::resilience::ResilienceConfig::from_args(&c.resilience, unit);
         if c.stream_mode == StreamMode::Persistent && resilience.active() {
             return Err(UsageError(
                 "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
@@ -181,7 +241,76 @@ impl RunConfig {
             container_id: c.container_id,
             workload,
             resilience,
+            bandwidth,
         })
+    }
+
+    /// Turns a `--rate` bandwidth into units per second of `unit_bytes` each.
+    pub fn resolve_bandwidth(&mut self, unit_bytes: f64) {
+        if let Some(b) = self.bandwidth.take() {
+            self.load = Load::Open(Plan::new(RateSchedule::Constant(b / unit_bytes.max(1.0))));
+        }
+    }
+
+    pub fn write(args: &WriteArgs) -> Result<Self, UsageError> {
+        let (shape, described) = shape_of(&args.shape)?;
+        let write = WriteConfig {
+            shape,
+            described,
+            manifest: args.manifest.clone(),
+            then_read: args.then_read,
+            read_v1: args.read_version == crate::cli::ReadVersion::V1,
+        };
+        let mut config =
+            Self::from_common(&args.common, &args.report, WorkloadConfig::Write(write))?;
+        config.resolve_bandwidth(args.shape.write_size as f64);
+        Ok(config)
+    }
+
+    pub fn read(args: &ReadArgs) -> Result<Self, UsageError> {
+        let (shape, described) = shape_of(&args.shape)?;
+        let blocks = match &args.manifest {
+            Some(path) => {
+                let listed = crate::manifest::read(path).map_err(UsageError)?;
+                let blocks = listed
+                    .iter()
+                    .map(|b| {
+                        Ok(Expected {
+                            id: b.block_id(),
+                            chunks: Some(b.chunk_infos().map_err(UsageError)?),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, UsageError>>()?;
+                Some(std::sync::Arc::new(blocks))
+            }
+            None => None,
+        };
+        let read = ReadConfig {
+            shape,
+            described,
+            blocks,
+            verify: args.verify,
+            read_v1: args.read_version == crate::cli::ReadVersion::V1,
+        };
+        Self::from_common(&args.common, &args.report, WorkloadConfig::Read(read))
+    }
+
+    /// The phase that writes a `read`'s data set, or reads back a `write --then-read`: closed
+    /// loop, no warm-up, the same connections, threads, deadlines and resilience.
+    pub fn phase(&self, workload: WorkloadConfig, stop: StopAfter) -> Self {
+        RunConfig {
+            load: Load::Closed,
+            warmup: Duration::ZERO,
+            stop,
+            workload,
+            bandwidth: None,
+            live: LiveConfig {
+                histogram_log: None,
+                metrics_listen: None,
+                ..self.live.clone()
+            },
+            ..self.clone()
+        }
     }
 
     /// Requests in flight at most: workers × pipeline depth.
@@ -202,4 +331,27 @@ impl RunConfig {
         };
         Self::from_common(&args.common, &args.report, WorkloadConfig::Echo(echo))
     }
+}
+
+fn shape_of(a: &ShapeArgs) -> Result<(WriteShape, Shape), UsageError> {
+    let checksum = common::checksum::Checksum::new(a.checksum, a.bytes_per_checksum as u32)
+        .map_err(|e| UsageError(format!("--bytes-per-checksum: {e}")))?;
+    let shape = WriteShape {
+        write_size: a.write_size as usize,
+        chunk_size: a.chunk_size as usize,
+        block_size: a.block_size,
+        flush_size: a.flush_size,
+        checksum,
+        mode: a.checksum_mode,
+    };
+    let described = Shape {
+        write_size: a.write_size,
+        chunk_size: a.chunk_size,
+        bytes_per_checksum: a.bytes_per_checksum,
+        checksum: checksum_name(a.checksum).to_string(),
+        checksum_mode: a.checksum_mode.name().to_string(),
+        block_size: a.block_size,
+        flush_size: a.flush_size,
+    };
+    Ok((shape, described))
 }

@@ -6,12 +6,12 @@
 //! combines the JSON results of several runs. `main.rs` only parses and prints; tests call
 //! [`run`] in-process.
 
-pub mod blockio;
 pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod cpu;
 pub mod engine;
+pub mod manifest;
 pub mod merge;
 pub mod outcome;
 pub mod plot;
@@ -30,9 +30,11 @@ use crate::engine::{Observers, TotalsSink};
 use crate::report::progress::ProgressDisplay;
 use crate::results::{Results, RunDescription};
 use crate::workload::Workload;
+use crate::workload::block::{BlockRead, BlockSink, BlockWrite};
 use std::fs::{File, OpenOptions};
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Why loadgen could not run: bad input or an unreachable target (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -78,10 +80,9 @@ impl Summary {
 pub fn run(cli: cli::Cli) -> Result<Summary, UsageError> {
     match &cli.command {
         cli::Command::Echo(args) => run_config(&RunConfig::echo(args)?),
+        cli::Command::Write(args) => run_config(&RunConfig::write(args)?),
+        cli::Command::Read(args) => run_config(&RunConfig::read(args)?),
         cli::Command::Merge(args) => merge::run(args),
-        cli::Command::Write(_) | cli::Command::Read(_) => Err(UsageError(
-            "write and read run through loadgen::blockio::run".into(),
-        )),
         cli::Command::Plot(_) | cli::Command::Sweep(_) => Err(UsageError(
             "plot and sweep write files rather than one run's report: use loadgen::run_tool".into(),
         )),
@@ -190,72 +191,37 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
     }
     let output = open_output(&config.report)?;
     // The embedded dn-sim runs on threads of its own; it stops when `_embedded` is dropped.
-    let (_embedded, uri, target_desc, address) = match &config.target {
-        Target::Embedded { threads } => {
-            let server = dn_sim::EmbeddedServer::start(dn_sim::Config::loopback(), *threads)
-                .map_err(|e| UsageError(format!("cannot start the embedded dn-sim: {e:#}")))?;
-            let addr = server.local_addr();
-            let desc =
-                format!("{addr} (embedded dn-sim started by loadgen, {threads} runtime thread(s))");
-            (
-                Some(server),
-                format!("http://{addr}"),
-                desc,
-                addr.to_string(),
-            )
-        }
-        Target::Remote(t) => {
-            let uri = connection::target_uri(t).map_err(|e| UsageError(e.to_string()))?;
-            (None, uri, t.clone(), t.clone())
-        }
-    };
+    let (_embedded, uri, target_desc, address) = start_target(config)?;
+    let embedded = _embedded.is_some();
     // The coordinator's runtime; connections and workers run on I/O threads of their own.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| UsageError(format!("cannot start the runtime: {e}")))?;
-    let mut output_run = runtime.block_on(async {
-        let workload: Arc<dyn Workload> = match &config.workload {
-            WorkloadConfig::Echo(echo) => Arc::new(workload::echo::Echo::new(
-                echo,
-                config.container_id,
-                &config.datanode_uuid,
-            )),
-        };
-        let mut metrics = match config.live.metrics_listen {
-            Some(addr) => {
-                let (snapshot, local) = report::prometheus::serve(addr).await.map_err(|e| {
-                    UsageError(format!("--metrics-listen {addr}: cannot listen: {e}"))
-                })?;
-                eprintln!("loadgen: metrics on http://{local}/metrics");
-                Some(snapshot)
-            }
-            None => None,
-        };
-        let mut intervals: Vec<Box<dyn IntervalSink + Send>> = Vec::new();
-        if let Some(path) = &config.live.histogram_log {
-            let start = std::time::SystemTime::now() + config.warmup;
-            let log = report::histogram_log::HistogramLog::create(path, start)
-                .map_err(|e| UsageError(format!("--histogram-log {}: {e}", path.display())))?;
-            intervals.push(Box::new(log));
-        }
-        let mut display = ProgressDisplay::new(std::io::stderr().is_terminal(), config.stop);
-        let mut progress = |p: &engine::Progress| display.update(p);
-        let observers = Observers {
-            progress: &mut progress,
-            intervals,
-            totals: metrics.as_mut().map(|m| m as &mut dyn TotalsSink),
-        };
-        let out = engine::run(config, &uri, workload, observers).await;
-        display.finish();
-        out.map_err(UsageError)
-    })?;
-    let embedded = matches!(config.target, Target::Embedded { .. });
-    let results = Results::from_run(
-        RunDescription::of(config, &address),
-        &mut output_run,
+    let target = Where {
+        uri: &uri,
+        address: &address,
         embedded,
-    );
+    };
+    let results = runtime.block_on(async {
+        match &config.workload {
+            WorkloadConfig::Echo(echo) => {
+                let workload = Arc::new(workload::echo::Echo::new(
+                    echo,
+                    config.container_id,
+                    &config.datanode_uuid,
+                ));
+                let mut out = phase(config, &uri, workload, true).await?;
+                Ok(Results::from_run(
+                    RunDescription::of(config, &address),
+                    &mut out,
+                    embedded,
+                ))
+            }
+            WorkloadConfig::Write(w) => run_write(config, w, &target).await,
+            WorkloadConfig::Read(r) => run_read(config, r, &target).await,
+        }
+    })?;
     finish(
         header(config, &target_desc),
         results,
@@ -264,9 +230,297 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
     )
 }
 
+/// The target of a run: an embedded dn-sim (kept alive by the first field) or a remote one.
+type Started = (Option<dn_sim::EmbeddedServer>, String, String, String);
+
+fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
+    match &config.target {
+        Target::Embedded { threads } => {
+            let mut sim = dn_sim::Config::loopback();
+            let store = match &config.workload {
+                WorkloadConfig::Echo(_) => None,
+                // Data read back is kept in memory (as much as the run writes).
+                WorkloadConfig::Write(w) if !w.then_read => Some(dn_sim::store::StoreKind::Discard),
+                _ => Some(dn_sim::store::StoreKind::Memory),
+            };
+            let kind = if let Some(store) = store {
+                sim.containers = dn_sim::containers::ContainerIds::single(config.container_id);
+                sim.capacity = u64::MAX / 2;
+                let kind = if store == dn_sim::store::StoreKind::Discard {
+                    ", store discard"
+                } else {
+                    ", store memory"
+                };
+                sim.store = store;
+                kind
+            } else {
+                ""
+            };
+            let server = dn_sim::EmbeddedServer::start(sim, *threads)
+                .map_err(|e| UsageError(format!("cannot start the embedded dn-sim: {e:#}")))?;
+            let addr = server.local_addr();
+            let desc = format!(
+                "{addr} (embedded dn-sim started by loadgen{kind}, {threads} runtime thread(s))"
+            );
+            Ok((
+                Some(server),
+                format!("http://{addr}"),
+                desc,
+                addr.to_string(),
+            ))
+        }
+        Target::Remote(t) => {
+            let uri = connection::target_uri(t).map_err(|e| UsageError(e.to_string()))?;
+            Ok((None, uri, t.clone(), t.clone()))
+        }
+    }
+}
+
+struct Where<'a> {
+    uri: &'a str,
+    address: &'a str,
+    embedded: bool,
+}
+
+/// One engine run of `workload`. `live`: the run's observers (histogram log, metrics) are
+/// attached; the other phases of a run (a read's data set, a write's read-back) only show
+/// progress.
+async fn phase(
+    config: &RunConfig,
+    uri: &str,
+    workload: Arc<dyn Workload>,
+    live: bool,
+) -> Result<engine::RunOutput, UsageError> {
+    let mut metrics = match config.live.metrics_listen.filter(|_| live) {
+        Some(addr) => {
+            let (snapshot, local) = report::prometheus::serve(addr)
+                .await
+                .map_err(|e| UsageError(format!("--metrics-listen {addr}: cannot listen: {e}")))?;
+            eprintln!("loadgen: metrics on http://{local}/metrics");
+            Some(snapshot)
+        }
+        None => None,
+    };
+    let mut intervals: Vec<Box<dyn IntervalSink + Send>> = Vec::new();
+    if let Some(path) = config.live.histogram_log.as_ref().filter(|_| live) {
+        let start = std::time::SystemTime::now() + config.warmup;
+        let log = report::histogram_log::HistogramLog::create(path, start)
+            .map_err(|e| UsageError(format!("--histogram-log {}: {e}", path.display())))?;
+        intervals.push(Box::new(log));
+    }
+    let mut display = ProgressDisplay::new(std::io::stderr().is_terminal(), config.stop);
+    let mut progress = |p: &engine::Progress| display.update(p);
+    let observers = Observers {
+        progress: &mut progress,
+        intervals,
+        totals: metrics.as_mut().map(|m| m as &mut dyn TotalsSink),
+    };
+    let out = engine::run(config, uri, workload, observers).await;
+    display.finish();
+    out.map_err(UsageError)
+}
+
+/// Keeps the committed blocks for a read-back.
+#[derive(Default)]
+struct KeepBlocks(std::sync::Mutex<Vec<workload::block::Expected>>);
+
+impl KeepBlocks {
+    fn take(&self) -> Vec<workload::block::Expected> {
+        std::mem::take(
+            &mut self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
+impl BlockSink for KeepBlocks {
+    fn committed(&self, block: &common::proto::BlockData) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(workload::block::Expected::of_block(block));
+    }
+}
+
+/// Every sink gets every block.
+struct Sinks(Vec<Arc<dyn BlockSink>>);
+
+impl BlockSink for Sinks {
+    fn committed(&self, block: &common::proto::BlockData) {
+        for s in &self.0 {
+            s.committed(block);
+        }
+    }
+}
+
+const MB: f64 = 1048576.0;
+
+/// A write phase's results, with its `write` summary and unit operation.
+async fn write_phase(
+    config: &RunConfig,
+    shape: &workload::block_writer::WriteShape,
+    sink: Arc<dyn BlockSink>,
+    target: &Where<'_>,
+    live: bool,
+) -> Result<Results, UsageError> {
+    let workload = Arc::new(BlockWrite::new(
+        shape.clone(),
+        config.container_id,
+        &config.datanode_uuid,
+        sink,
+    ));
+    let tally = Arc::clone(&workload.tally);
+    let mut out = phase(config, target.uri, workload, live).await?;
+    let bytes = out.stats.unit_bytes;
+    let mut r = Results::from_run(
+        RunDescription::of(config, target.address),
+        &mut out,
+        target.embedded,
+    );
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    r.write = Some(results::WritePhase {
+        elapsed_s: secs,
+        writes: r.successes(),
+        bytes,
+        mb_per_s: bytes as f64 / MB / secs,
+        writes_per_s: r.successes() as f64 / secs,
+        blocks_committed: tally.blocks_committed.load(Relaxed),
+        goodput_series_bytes: r.series.iter().map(|p| p.goodput_bytes).collect(),
+    });
+    r.add_unit_op("write", bytes);
+    Ok(r)
+}
+
+/// A read phase over `blocks`, with its `read` summary and unit operation.
+async fn read_phase(
+    config: &RunConfig,
+    blocks: Arc<Vec<workload::block::Expected>>,
+    verify: bool,
+    v1: bool,
+    target: &Where<'_>,
+    live: bool,
+) -> Result<Results, UsageError> {
+    let workload = Arc::new(BlockRead::new(blocks, verify, v1, &config.datanode_uuid));
+    let tally = Arc::clone(&workload.tally);
+    let mut out = phase(config, target.uri, workload, live).await?;
+    let mut r = Results::from_run(
+        RunDescription::of(config, target.address),
+        &mut out,
+        target.embedded,
+    );
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    let bytes_read = tally.bytes_read.load(Relaxed);
+    r.read = Some(results::ReadPhase {
+        elapsed_s: secs,
+        blocks: tally.blocks_read.load(Relaxed),
+        chunks: tally.chunks_read.load(Relaxed),
+        bytes_read,
+        bytes_verified: tally.bytes_verified.load(Relaxed),
+        mb_per_s: bytes_read as f64 / MB / secs,
+        goodput_series_bytes: r.series.iter().map(|p| p.goodput_bytes).collect(),
+    });
+    r.add_unit_op("read", bytes_read);
+    Ok(r)
+}
+
+/// `loadgen write`: the measured write phase (blocks streamed to `--manifest`, kept only for
+/// `--then-read`), then the read-back if asked for and the writes all succeeded.
+async fn run_write(
+    config: &RunConfig,
+    w: &config::WriteConfig,
+    target: &Where<'_>,
+) -> Result<Results, UsageError> {
+    let mut sinks: Vec<Arc<dyn BlockSink>> = Vec::new();
+    let manifest = match &w.manifest {
+        Some(path) => {
+            let header = serde_json::to_value(&w.described).unwrap_or_default();
+            let m = manifest::ManifestWriter::create(path, header)
+                .map_err(|e| UsageError(format!("--manifest {}: {e}", path.display())))?;
+            let m = Arc::new(m);
+            sinks.push(Arc::clone(&m) as Arc<dyn BlockSink>);
+            Some((path, m))
+        }
+        None => None,
+    };
+    let kept = w.then_read.then(|| Arc::new(KeepBlocks::default()));
+    if let Some(k) = &kept {
+        sinks.push(Arc::clone(k) as Arc<dyn BlockSink>);
+    }
+    let sink: Arc<dyn BlockSink> = match sinks.len() {
+        0 => Arc::new(workload::block::NoSink),
+        1 => sinks.pop().expect("one sink"),
+        _ => Arc::new(Sinks(sinks)),
+    };
+    let mut results = write_phase(config, &w.shape, sink, target, true).await?;
+    if let Some((path, m)) = manifest {
+        m.finish()
+            .map_err(|e| UsageError(format!("--manifest {}: {e}", path.display())))?;
+    }
+    if let Some(kept) = kept
+        && results.failures() == 0
+        && !results.interrupted
+    {
+        let blocks = Arc::new(kept.take());
+        let read = config::ReadConfig {
+            shape: w.shape.clone(),
+            described: w.described.clone(),
+            blocks: Some(Arc::clone(&blocks)),
+            verify: true,
+            read_v1: w.read_v1,
+        };
+        let stop = StopAfter::Requests(blocks.len() as u64);
+        let read_config = config.phase(WorkloadConfig::Read(read), stop);
+        let r = read_phase(&read_config, blocks, true, w.read_v1, target, false).await?;
+        results.add_phase(&r);
+    }
+    Ok(results)
+}
+
+/// `loadgen read`: the blocks of `--manifest`, or a data set written first (closed loop, its
+/// own phase, `-n`/`--duration`); then the measured read of every block once.
+async fn run_read(
+    config: &RunConfig,
+    rc: &config::ReadConfig,
+    target: &Where<'_>,
+) -> Result<Results, UsageError> {
+    let (blocks, written) = match &rc.blocks {
+        Some(b) => (Arc::clone(b), None),
+        None => {
+            let kept = Arc::new(KeepBlocks::default());
+            let write = config::WriteConfig {
+                shape: rc.shape.clone(),
+                described: rc.described.clone(),
+                manifest: None,
+                then_read: true,
+                read_v1: rc.read_v1,
+            };
+            let write_config = config.phase(WorkloadConfig::Write(write), config.stop);
+            let sink = Arc::clone(&kept) as Arc<dyn BlockSink>;
+            let w = write_phase(&write_config, &rc.shape, sink, target, false).await?;
+            (Arc::new(kept.take()), Some(w))
+        }
+    };
+    let mut read_config = config.clone();
+    read_config.stop = StopAfter::Requests(blocks.len() as u64);
+    let total: u64 = blocks.iter().map(workload::block::Expected::bytes).sum();
+    read_config.resolve_bandwidth(total as f64 / blocks.len().max(1) as f64);
+    let mut results = read_phase(&read_config, blocks, rc.verify, rc.read_v1, target, true).await?;
+    if let Some(w) = written {
+        results.add_phase(&w);
+    }
+    Ok(results)
+}
+
 fn header(config: &RunConfig, target: &str) -> String {
+    let unit = match config.workload {
+        WorkloadConfig::Echo(_) => "requests",
+        WorkloadConfig::Write(_) => "application writes",
+        WorkloadConfig::Read(_) => "block reads",
+    };
     let amount = match config.stop {
-        StopAfter::Requests(n) => format!("{n} requests"),
+        StopAfter::Requests(n) => format!("{n} {unit}"),
         StopAfter::Elapsed(d) => format!("for {}", humantime::format_duration(d)),
     };
     let streams = match config.streams {

@@ -42,9 +42,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    if let Some(code) = loadgen::blockio::main(&cli.command) {
-        return code;
-    }
     match loadgen::run(cli) {
         Ok(summary) => {
             let mut out = std::io::stdout().lock();
@@ -52,6 +49,12 @@ fn main() -> ExitCode {
             let _ = write!(out, "{}", summary.stdout());
             if let Some(path) = &summary.written_to {
                 eprintln!("loadgen: report written to {}", path.display());
+            }
+            let integrity = summary.results.integrity_errors();
+            if integrity > 0 {
+                eprintln!(
+                    "loadgen: {integrity} data-integrity error(s): data read back does not match its checksums"
+                );
             }
             if summary.failures() > 0 {
                 ExitCode::FAILURE

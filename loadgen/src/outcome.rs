@@ -23,6 +23,9 @@ pub enum ErrorKind {
     /// The answer was a success but its data is wrong (`CHECKSUM_MISMATCH`, `LENGTH_MISMATCH`,
     /// `BLOCK_MISMATCH`): judged by the workload.
     Integrity(&'static str),
+    /// A write's or read's RPC that the client throttle rejected locally: the stream cannot go
+    /// on without it, so it fails (an echo ends *locally rejected* instead).
+    LocallyRejected,
 }
 
 impl ErrorKind {
@@ -52,6 +55,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Transport => f.write_str("transport"),
             ErrorKind::Deadline => f.write_str("deadline"),
             ErrorKind::Integrity(what) => write!(f, "integrity:{what}"),
+            ErrorKind::LocallyRejected => f.write_str("throttle:LOCALLY_REJECTED"),
         }
     }
 }

@@ -133,7 +133,10 @@ pub fn classify(f: &Failure) -> Class {
             outcome: Outcome::OtherFailure,
             retryable: true,
         },
-        ErrorKind::Ozone(_) | ErrorKind::Grpc(_) | ErrorKind::Integrity(_) => Class {
+        ErrorKind::Ozone(_)
+        | ErrorKind::Grpc(_)
+        | ErrorKind::Integrity(_)
+        | ErrorKind::LocallyRejected => Class {
             outcome: Outcome::OtherFailure,
             retryable: false,
         },

@@ -43,12 +43,154 @@ pub struct RunDescription {
     pub client_throttle: String,
     #[serde(default)]
     pub throttle_scope: String,
+    /// write and read: the output streams' shape (of the data set written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Shape>,
+}
+
+/// What the application and its output streams do (write, read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shape {
+    pub write_size: u64,
+    pub chunk_size: u64,
+    pub bytes_per_checksum: u64,
+    pub checksum: String,
+    pub checksum_mode: String,
+    pub block_size: u64,
+    pub flush_size: u64,
+}
+
+/// One operation kind's results (write and read): the unit (`write`, `read`) and each RPC kind.
+#[derive(Clone, Debug)]
+pub struct OpResults {
+    /// freon-style timer name (`chunk-write`).
+    pub timer: String,
+    /// Successful operations, from the first attempt to the final answer.
+    pub latency: LatencyHistogram,
+    pub failures: u64,
+    /// Payload bytes of the successful operations.
+    pub bytes: u64,
+    /// How long the phase that ran them was measured.
+    pub elapsed: Duration,
+}
+
+impl OpResults {
+    pub fn per_second(&self) -> f64 {
+        self.latency.count() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    fn merge(&mut self, o: &OpResults) {
+        self.latency.merge(&o.latency);
+        self.failures += o.failures;
+        self.bytes += o.bytes;
+        self.elapsed = self.elapsed.max(o.elapsed);
+    }
+}
+
+/// The report's name and timer of each RPC kind.
+pub fn op_names(kind: crate::workload::RpcKind) -> (&'static str, &'static str) {
+    use crate::workload::RpcKind;
+    let timer = match kind {
+        RpcKind::Echo => "rpc-payload",
+        RpcKind::WriteChunk => "chunk-write",
+        RpcKind::PutBlock => "block-put",
+        RpcKind::GetBlock => "block-get",
+        RpcKind::ReadChunk => "chunk-read",
+    };
+    (kind.name(), timer)
+}
+
+/// Report order of the operation names.
+pub fn op_rank(name: &str) -> usize {
+    [
+        "write",
+        "WriteChunk",
+        "PutBlock",
+        "read",
+        "GetBlock",
+        "ReadChunk",
+    ]
+    .iter()
+    .position(|n| *n == name)
+    .unwrap_or(usize::MAX)
+}
+
+const MB: f64 = 1048576.0;
+
+/// A write phase: application writes and the blocks they committed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WritePhase {
+    pub elapsed_s: f64,
+    /// Successful application write() calls.
+    pub writes: u64,
+    pub bytes: u64,
+    /// MB = 2^20 bytes.
+    pub mb_per_s: f64,
+    pub writes_per_s: f64,
+    pub blocks_committed: u64,
+    /// Bytes of successful WriteChunks in each report interval (1 s by default) from the
+    /// measurement's start.
+    pub goodput_series_bytes: Vec<u64>,
+}
+
+/// A read phase: blocks and chunks read, bytes verified.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReadPhase {
+    pub elapsed_s: f64,
+    pub blocks: u64,
+    pub chunks: u64,
+    pub bytes_read: u64,
+    pub bytes_verified: u64,
+    /// MB = 2^20 bytes.
+    pub mb_per_s: f64,
+    /// Bytes of successful ReadChunks in each report interval from the measurement's start.
+    pub goodput_series_bytes: Vec<u64>,
+}
+
+fn add_series(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+impl WritePhase {
+    fn merge(&mut self, o: &WritePhase) {
+        self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
+        self.writes += o.writes;
+        self.bytes += o.bytes;
+        self.blocks_committed += o.blocks_committed;
+        let secs = self.elapsed_s.max(1e-9);
+        self.mb_per_s = self.bytes as f64 / MB / secs;
+        self.writes_per_s = self.writes as f64 / secs;
+        add_series(&mut self.goodput_series_bytes, &o.goodput_series_bytes);
+    }
+}
+
+impl ReadPhase {
+    fn merge(&mut self, o: &ReadPhase) {
+        self.elapsed_s = self.elapsed_s.max(o.elapsed_s);
+        self.blocks += o.blocks;
+        self.chunks += o.chunks;
+        self.bytes_read += o.bytes_read;
+        self.bytes_verified += o.bytes_verified;
+        self.mb_per_s = self.bytes_read as f64 / MB / self.elapsed_s.max(1e-9);
+        add_series(&mut self.goodput_series_bytes, &o.goodput_series_bytes);
+    }
 }
 
 impl RunDescription {
     pub fn of(config: &RunConfig, target: &str) -> Self {
-        let (payload_req_bytes, payload_resp_bytes) = match &config.workload {
-            WorkloadConfig::Echo(e) => (e.payload_req_bytes as u64, e.payload_resp_bytes as u64),
+        let (payload_req_bytes, payload_resp_bytes, shape) = match &config.workload {
+            WorkloadConfig::Echo(e) => (
+                e.payload_req_bytes as u64,
+                e.payload_resp_bytes as u64,
+                None,
+            ),
+            WorkloadConfig::Write(w) => (w.described.write_size, 0, Some(w.described.clone())),
+            WorkloadConfig::Read(r) => (0, 0, r.blocks.is_none().then(|| r.described.clone())),
         };
         let (rate_plan, peak_rate) = match &config.load {
             Load::Closed => (None, None),
@@ -95,6 +237,7 @@ impl RunDescription {
             retry_policy: config.resilience.retry.to_string(),
             client_throttle: config.resilience.throttle.to_string(),
             throttle_scope: config.resilience.scope.to_string(),
+            shape,
         }
     }
 
@@ -159,6 +302,10 @@ pub struct Results {
     pub series: Vec<IntervalPoint>,
     /// Retries, rejections, client throttling and goodput.
     pub resilience: crate::resilience::ResilienceCounts,
+    /// write and read: per operation (`write`, `WriteChunk`, … `ReadChunk`).
+    pub ops: BTreeMap<String, OpResults>,
+    pub write: Option<WritePhase>,
+    pub read: Option<ReadPhase>,
 }
 
 impl Results {
@@ -206,7 +353,74 @@ impl Results {
             },
             series: std::mem::take(&mut run.series),
             resilience: s.resilience,
+            ops: s
+                .ops
+                .iter()
+                .map(|(kind, o)| {
+                    let (name, timer) = op_names(kind);
+                    (
+                        name.to_string(),
+                        OpResults {
+                            timer: timer.into(),
+                            latency: o.success.clone(),
+                            failures: o.failures,
+                            bytes: o.bytes,
+                            elapsed: run.elapsed,
+                        },
+                    )
+                })
+                .collect(),
+            write: None,
+            read: None,
         }
+    }
+
+    /// Adds the unit as an operation of its own (`write`: app-write, `read`: block-read).
+    pub fn add_unit_op(&mut self, name: &str, bytes: u64) {
+        self.ops.insert(
+            name.to_string(),
+            OpResults {
+                timer: self.description.timer.clone(),
+                latency: self.corrected.clone(),
+                failures: self.failures(),
+                bytes,
+                elapsed: self.elapsed,
+            },
+        );
+    }
+
+    /// Adds another phase of the same run (a `read`'s data set, a `write`'s read-back): its
+    /// operations, errors, retries and phase summary; not its units' histograms or bytes/s.
+    pub fn add_phase(&mut self, other: &Results) {
+        for (name, o) in &other.ops {
+            match self.ops.get_mut(name) {
+                Some(mine) => mine.merge(o),
+                None => {
+                    self.ops.insert(name.clone(), o.clone());
+                }
+            }
+        }
+        for (kind, e) in &other.errors {
+            let mine = self.errors.entry(kind.clone()).or_insert(ErrorCount {
+                count: 0,
+                first_message: e.first_message.clone(),
+            });
+            mine.count += e.count;
+        }
+        // Bytes per second are of the measured phase; the other's are in its summary.
+        self.resilience.merge(&other.resilience);
+        merge_phase(&mut self.write, &other.write, WritePhase::merge);
+        merge_phase(&mut self.read, &other.read, ReadPhase::merge);
+        self.interrupted |= other.interrupted;
+    }
+
+    /// Data-integrity failures (`integrity:*` kinds).
+    pub fn integrity_errors(&self) -> u64 {
+        self.errors
+            .iter()
+            .filter(|(k, _)| k.starts_with("integrity:"))
+            .map(|(_, e)| e.count)
+            .sum()
     }
 
     pub fn successes(&self) -> u64 {
@@ -309,6 +523,16 @@ impl Results {
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.resilience.merge(&other.resilience);
+        for (name, o) in &other.ops {
+            match self.ops.get_mut(name) {
+                Some(mine) => mine.merge(o),
+                None => {
+                    self.ops.insert(name.clone(), o.clone());
+                }
+            }
+        }
+        merge_phase(&mut self.write, &other.write, WritePhase::merge);
+        merge_phase(&mut self.read, &other.read, ReadPhase::merge);
         for (a, b) in self.moving_rates.iter_mut().zip(other.moving_rates) {
             *a += b;
         }
@@ -358,5 +582,13 @@ impl Results {
             push_point(&mut merged, point);
         }
         self.series = merged;
+    }
+}
+
+fn merge_phase<T: Clone>(a: &mut Option<T>, b: &Option<T>, merge: fn(&mut T, &T)) {
+    match (a.as_mut(), b) {
+        (Some(x), Some(y)) => merge(x, y),
+        (None, Some(y)) => *a = Some(y.clone()),
+        _ => {}
     }
 }

@@ -1,11 +1,13 @@
 //! `loadgen sweep`: runs a workload once per cell of a parameter matrix and writes one CSV (a row
 //! per cell), one JSON (every cell's full result) and one SVG chart, and prints a markdown table.
 //! dn-sim parameters (`handler_count`, `delay`, `max_queue`) are set through dn-sim's admin
-//! endpoint (`PUT /config`) before each cell; loadgen parameters (`threads`, `clients`,
-//! `payload_req`, `payload_resp`, `rate`, `pipeline`, `sleep_time_ms`) override the workload's
-//! flags. Without `--target` an embedded dn-sim with an admin listener on 127.0.0.1 is started.
+//! endpoint (`PUT /config`) before each cell (`delay` is the echo's, or with `write` the
+//! WriteChunk's); loadgen parameters (`threads`, `clients`, `rate`; for echo `payload_req`,
+//! `payload_resp`, `pipeline`, `sleep_time_ms`; for write `write_size`, `chunk_size`,
+//! `checksum`, `checksum_mode`) override the workload's flags. Without `--target` an embedded
+//! dn-sim with an admin listener on 127.0.0.1 is started.
 
-use crate::cli::{Cli, Command, EchoArgs, Format};
+use crate::cli::{Cli, Command, CommonArgs, EchoArgs, Format, LoadRate, ReportArgs, WriteArgs};
 use crate::config::RunConfig;
 use crate::plot::{self, Panel, Selection, Table};
 use crate::results::Results;
@@ -21,9 +23,11 @@ use std::time::Duration;
 #[command(
     after_help = "Example: loadgen sweep --param delay=0,1ms,2ms --param handler_count=1,2,4,8 \
     --out results/handlers -- echo --clients 32 -t 32 --duration 5s\n\
-    dn-sim parameters: handler_count, delay (of echoes; 0 = none), max_queue (a number or none).\n\
-    loadgen parameters: threads, clients, payload_req, payload_resp (KB), rate (requests/s), \
-    pipeline, sleep_time_ms."
+    dn-sim parameters: handler_count, delay (of echoes, with write of WriteChunks; 0 = none), \
+    max_queue (a number or none).\n\
+    loadgen parameters: threads, clients, rate (requests/s; write: application writes/s); echo: \
+    payload_req, payload_resp (KB), pipeline, sleep_time_ms; write: write_size, chunk_size \
+    (e.g. 64KB,1MB), checksum (CRC32, CRC32C, NONE, ...), checksum_mode (incremental, at-flush)."
 )]
 pub struct SweepArgs {
     /// The DataNode or dn-sim client port; without it (and without --target in the workload's
@@ -75,7 +79,8 @@ pub struct SweepArgs {
     #[arg(long, default_value = "200ms", value_parser = crate::cli::parse_duration)]
     pub settle: Duration,
 
-    /// The workload and its flags, after `--`: `-- echo --clients 32 -t 32 --duration 5s`.
+    /// The workload and its flags, after `--`: `-- echo --clients 32 -t 32 --duration 5s` or
+    /// `-- write -t 4 --duration 5s`.
     #[arg(last = true, required = true, value_name = "WORKLOAD FLAGS")]
     pub workload: Vec<String>,
 }
@@ -93,10 +98,14 @@ pub enum ParamName {
     Rate,
     Pipeline,
     SleepTimeMs,
+    WriteSize,
+    ChunkSize,
+    Checksum,
+    ChecksumMode,
 }
 
 impl ParamName {
-    const ALL: [(&'static str, ParamName); 10] = [
+    const ALL: [(&'static str, ParamName); 14] = [
         ("handler_count", ParamName::HandlerCount),
         ("delay", ParamName::Delay),
         ("max_queue", ParamName::MaxQueue),
@@ -107,6 +116,10 @@ impl ParamName {
         ("rate", ParamName::Rate),
         ("pipeline", ParamName::Pipeline),
         ("sleep_time_ms", ParamName::SleepTimeMs),
+        ("write_size", ParamName::WriteSize),
+        ("chunk_size", ParamName::ChunkSize),
+        ("checksum", ParamName::Checksum),
+        ("checksum_mode", ParamName::ChecksumMode),
     ];
 
     /// The CSV column, with its unit.
@@ -122,6 +135,25 @@ impl ParamName {
             ParamName::Rate => "rate_per_s",
             ParamName::Pipeline => "pipeline",
             ParamName::SleepTimeMs => "sleep_time_ms",
+            ParamName::WriteSize => "write_size_bytes",
+            ParamName::ChunkSize => "chunk_size_bytes",
+            ParamName::Checksum => "checksum",
+            ParamName::ChecksumMode => "checksum_mode",
+        }
+    }
+
+    /// The workloads the parameter applies to (`None`: all).
+    fn only_for(self) -> Option<&'static str> {
+        match self {
+            ParamName::PayloadReq
+            | ParamName::PayloadResp
+            | ParamName::Pipeline
+            | ParamName::SleepTimeMs => Some("echo"),
+            ParamName::WriteSize
+            | ParamName::ChunkSize
+            | ParamName::Checksum
+            | ParamName::ChecksumMode => Some("write"),
+            _ => None,
         }
     }
 
@@ -191,6 +223,21 @@ fn param_value(name: ParamName, v: &str) -> Result<f64, String> {
         },
         ParamName::Pipeline => whole(1, 4096),
         ParamName::SleepTimeMs => whole(0, i32::MAX as u64),
+        ParamName::WriteSize | ParamName::ChunkSize => match common::units::parse_size(v) {
+            Ok(n) if n > 0 && n <= common::MAX_MESSAGE_SIZE as u64 => Ok(n as f64),
+            _ => Err(format!(
+                "{}: '{v}' is not a size from 1B to 32MB",
+                name.column()
+            )),
+        },
+        // Not numbers: the CSV holds the name.
+        ParamName::Checksum => crate::workload::block_writer::checksum_type_of(v)
+            .map(|_| f64::NAN)
+            .map_err(|e| format!("checksum: {e}")),
+        ParamName::ChecksumMode => v
+            .parse::<crate::workload::block_writer::ChecksumMode>()
+            .map(|_| f64::NAN)
+            .map_err(|e| format!("checksum_mode: {e}")),
     }
 }
 
@@ -249,6 +296,10 @@ pub fn heading(col: &str) -> String {
         "rate_per_s" => "rate (requests/s)",
         "pipeline" => "pipeline depth",
         "sleep_time_ms" => "sleep time (ms)",
+        "write_size_bytes" => "write size (bytes)",
+        "chunk_size_bytes" => "chunk size (bytes)",
+        "checksum" => "checksum",
+        "checksum_mode" => "checksum mode",
         other => other,
     }
     .to_string()
@@ -284,8 +335,9 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> Result<String, Stri
     Ok(body.to_string())
 }
 
-/// dn-sim's settings for one cell, as a `PUT /config` body (empty: nothing to change).
-fn dn_sim_changes(cell: &[(ParamName, &str, f64)]) -> Map<String, Value> {
+/// dn-sim's settings for one cell, as a `PUT /config` body (empty: nothing to change). `delay`
+/// is that of the workload's data requests: echoes, or WriteChunks.
+fn dn_sim_changes(cell: &[(ParamName, &str, f64)], delayed: &str) -> Map<String, Value> {
     let mut changes = Map::new();
     for &(name, text, number) in cell {
         match name {
@@ -296,7 +348,7 @@ fn dn_sim_changes(cell: &[(ParamName, &str, f64)]) -> Map<String, Value> {
                 changes.insert("delays".into(), json!({}));
             }
             ParamName::Delay => {
-                changes.insert("delays".into(), json!({ "echo": text }));
+                changes.insert("delays".into(), json!({ delayed: text }));
             }
             ParamName::MaxQueue if number.is_nan() => {
                 changes.insert("max_queue".into(), Value::Null);
@@ -310,20 +362,98 @@ fn dn_sim_changes(cell: &[(ParamName, &str, f64)]) -> Map<String, Value> {
     changes
 }
 
-fn apply_loadgen(args: &mut EchoArgs, cell: &[(ParamName, &str, f64)]) {
-    for &(name, _, n) in cell {
-        match name {
-            ParamName::Threads => args.common.threads = n as u32,
-            ParamName::Clients => args.common.clients = n as u32,
-            ParamName::PayloadReq => args.payload_req = n as u64,
-            ParamName::PayloadResp => args.payload_resp = n as u64,
-            ParamName::Rate => {
-                args.common.rate = Some(n);
-                args.common.rate_schedule = None;
+/// The workload a sweep runs, with its flags.
+#[derive(Clone)]
+enum Base {
+    Echo(EchoArgs),
+    Write(WriteArgs),
+}
+
+impl Base {
+    fn name(&self) -> &'static str {
+        match self {
+            Base::Echo(_) => "echo",
+            Base::Write(_) => "write",
+        }
+    }
+
+    fn common(&mut self) -> &mut CommonArgs {
+        match self {
+            Base::Echo(a) => &mut a.common,
+            Base::Write(a) => &mut a.common,
+        }
+    }
+
+    fn report(&mut self) -> &mut ReportArgs {
+        match self {
+            Base::Echo(a) => &mut a.report,
+            Base::Write(a) => &mut a.report,
+        }
+    }
+
+    fn percentiles(&self) -> &[f64] {
+        match self {
+            Base::Echo(a) => &a.report.percentiles.0,
+            Base::Write(a) => &a.report.percentiles.0,
+        }
+    }
+
+    fn config(&self) -> Result<RunConfig, UsageError> {
+        match self {
+            Base::Echo(a) => RunConfig::echo(a),
+            Base::Write(a) => RunConfig::write(a),
+        }
+    }
+
+    /// The embedded dn-sim's store: writes that are not read back are discarded.
+    fn embedded(&self) -> dn_sim::Config {
+        let mut config = dn_sim::Config::loopback();
+        if let Base::Write(a) = self {
+            config.containers = dn_sim::containers::ContainerIds::single(a.common.container_id);
+            config.capacity = u64::MAX / 2;
+            if !a.then_read {
+                config.store = dn_sim::store::StoreKind::Discard;
             }
-            ParamName::Pipeline => args.common.pipeline = n as u32,
-            ParamName::SleepTimeMs => args.sleep_time_ms = n as i32,
+        }
+        config
+    }
+}
+
+fn apply_loadgen(base: &mut Base, cell: &[(ParamName, &str, f64)]) {
+    for &(name, text, n) in cell {
+        let c = base.common();
+        match name {
+            ParamName::Threads => c.threads = n as u32,
+            ParamName::Clients => c.clients = n as u32,
+            ParamName::Rate => {
+                c.rate = Some(LoadRate::PerSecond(n));
+                c.rate_schedule = None;
+            }
             _ => {}
+        }
+        match base {
+            Base::Echo(args) => match name {
+                ParamName::PayloadReq => args.payload_req = n as u64,
+                ParamName::PayloadResp => args.payload_resp = n as u64,
+                ParamName::Pipeline => args.common.pipeline = n as u32,
+                ParamName::SleepTimeMs => args.sleep_time_ms = n as i32,
+                _ => {}
+            },
+            Base::Write(args) => match name {
+                ParamName::WriteSize => args.shape.write_size = n as u64,
+                ParamName::ChunkSize => args.shape.chunk_size = n as u64,
+                ParamName::Checksum => {
+                    if let Ok(t) = crate::workload::block_writer::checksum_type_of(text) {
+                        args.shape.checksum = t;
+                    }
+                }
+                ParamName::ChecksumMode => {
+                    if let Ok(m) = text.parse() {
+                        args.shape.checksum_mode = m;
+                    }
+                }
+                _ => {}
+            },
         }
     }
 }
@@ -424,16 +554,31 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
             .to_string();
         usage(format!("workload flags: {first}"))
     })?;
-    let Command::Echo(base) = parsed.command else {
-        return Err(usage(
-            "the workload must be `echo` (e.g. `-- echo -t 32 --duration 5s`)".into(),
-        ));
+    let mut base = match parsed.command {
+        Command::Echo(a) => Base::Echo(*a),
+        Command::Write(a) => Base::Write(*a),
+        _ => {
+            return Err(usage(
+                "the workload must be `echo` or `write` (e.g. `-- echo -t 32 --duration 5s`)"
+                    .into(),
+            ));
+        }
     };
-    let mut base = *base;
-    base.report.format = Format::Text;
-    base.report.output = None;
+    for p in &args.params {
+        if let Some(w) = p.name.only_for()
+            && w != base.name()
+        {
+            return Err(usage(format!(
+                "--param {} applies to {w}, not {}",
+                p.name.column(),
+                base.name()
+            )));
+        }
+    }
+    base.report().format = Format::Text;
+    base.report().output = None;
     let needs_admin = args.params.iter().any(|p| p.name.is_dn_sim());
-    let target = args.target.clone().or(base.common.target.clone());
+    let target = args.target.clone().or(base.common().target.clone());
     let (_embedded, target, admin) = match target {
         Some(t) => {
             if needs_admin && args.admin.is_none() {
@@ -446,11 +591,11 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
         None => {
             let config = dn_sim::Config {
                 metrics_listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
-                ..dn_sim::Config::loopback()
+                ..base.embedded()
             };
-            let server =
-                dn_sim::EmbeddedServer::start(config, base.common.embedded_threads as usize)
-                    .map_err(|e| usage(format!("cannot start the embedded dn-sim: {e:#}")))?;
+            let threads = base.common().embedded_threads as usize;
+            let server = dn_sim::EmbeddedServer::start(config, threads)
+                .map_err(|e| usage(format!("cannot start the embedded dn-sim: {e:#}")))?;
             let t = server.local_addr().to_string();
             let admin = server.metrics_addr().map(|a| a.to_string());
             eprintln!(
@@ -460,7 +605,7 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
             (Some(server), t, admin)
         }
     };
-    base.common.target = Some(target.clone());
+    base.common().target = Some(target.clone());
     // dn-sim's settings before the sweep, restored after it.
     let original: Option<Map<String, Value>> = match (&admin, needs_admin) {
         (Some(a), true) => {
@@ -542,7 +687,7 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
 /// Runs every cell of the matrix, adding a CSV row and a JSON object per cell.
 fn run_cells(
     args: &SweepArgs,
-    base: &EchoArgs,
+    base: &Base,
     admin: Option<&str>,
     initial_handlers: Option<f64>,
     table: &mut Table,
@@ -567,15 +712,21 @@ fn run_cells(
             })
             .collect::<Vec<_>>()
             .join(" ");
-        let changes = dn_sim_changes(&cell);
+        let delayed = match base {
+            Base::Echo(_) => "echo",
+            Base::Write(_) => "write_chunk",
+        };
+        let changes = dn_sim_changes(&cell, delayed);
         if !changes.is_empty() {
             let admin = admin.expect("checked above");
             http(admin, "PUT", "/config", &Value::Object(changes).to_string()).map_err(usage)?;
             std::thread::sleep(args.settle);
         }
-        let mut echo = base.clone();
-        apply_loadgen(&mut echo, &cell);
-        let config = RunConfig::echo(&echo).map_err(|e| usage(format!("{label}: {}", e.0)))?;
+        let mut run = base.clone();
+        apply_loadgen(&mut run, &cell);
+        let config = run
+            .config()
+            .map_err(|e| usage(format!("{label}: {}", e.0)))?;
         eprintln!("loadgen sweep: cell {}/{}: {label}", k + 1, cells.len());
         let summary = crate::run_config(&config).map_err(|e| usage(format!("{label}: {}", e.0)))?;
         let r = summary.results;
@@ -601,7 +752,7 @@ fn run_cells(
         cell_json.push(json!({
             "params": params,
             "measured": row.iter().map(|(c, v)| (c.to_string(), json!(v))).collect::<Map<_, _>>(),
-            "result": crate::report::json::to_json(&r, &base.report.percentiles.0),
+            "result": crate::report::json::to_json(&r, base.percentiles()),
         }));
     }
     Ok(())

@@ -214,7 +214,7 @@ fn bad_sre_and_aimd_flags_exit_2_with_one_line_naming_the_flag() {
 }
 
 /// `loadgen write --then-read` of 32 × 256 KB against a 4 MB/s ingress limit, with extra flags.
-fn write_through_ingress_limit(extra: &[&str]) -> loadgen::blockio::BlockSummary {
+fn write_through_ingress_limit(extra: &[&str]) -> loadgen::Summary {
     let server = limited_by(
         LimitRates {
             ingress: Some(4.0 * 1048576.0),
@@ -246,12 +246,12 @@ fn write_through_ingress_limit(extra: &[&str]) -> loadgen::blockio::BlockSummary
 
 /// Every operation (WriteChunk, PutBlock, GetBlock, ReadChunk) succeeded once; every other
 /// attempt was a limit rejection, retried.
-fn assert_block_ops_add_up(s: &loadgen::blockio::BlockSummary) {
-    let r = &s.report;
+fn assert_block_ops_add_up(s: &loadgen::Summary) {
+    let r = &s.results;
     let res = &r.resilience;
     let ops: u64 = ["WriteChunk", "PutBlock", "GetBlock", "ReadChunk"]
         .iter()
-        .map(|op| r.ops[*op].count)
+        .map(|op| r.ops[*op].latency.count())
         .sum();
     assert_eq!(res.attempts, ops + res.rejections, "{}", s.text);
     assert_eq!(res.retries, res.rejections, "{}", s.text);
@@ -285,25 +285,28 @@ fn block_writes_retry_through_an_ingress_limit_and_read_back_whole() {
         "exp:min=20ms,max=100ms,delta=20ms",
     ]);
     assert_eq!(s.failures(), 0, "{}", s.text);
-    assert!(s.report.resilience.rejections > 0, "{}", s.text);
+    assert!(s.results.resilience.rejections > 0, "{}", s.text);
     assert_block_ops_add_up(&s);
-    assert!(s.text.contains("Retries: "), "{}", s.text);
     assert!(
-        s.report.csv(true).contains(",none,"),
+        s.text
+            .lines()
+            .any(|l| l.trim_start().starts_with("retries ")),
         "{}",
-        s.report.csv(true)
+        s.text
     );
+    let csv = loadgen::report::csv::render(&s.results, true);
+    assert!(csv.contains(",none,"), "{csv}");
 
     // Without retries the first rejection fails the write.
     let s = write_through_ingress_limit(&[]);
     assert!(s.failures() > 0, "{}", s.text);
     assert!(
-        s.report.errors.contains_key("grpc:UNAVAILABLE"),
+        s.results.errors.contains_key("grpc:UNAVAILABLE"),
         "{:?}",
-        s.report.errors
+        s.results.errors
     );
     assert_eq!(
-        s.report.resilience.attempts, 0,
+        s.results.resilience.attempts, 0,
         "no retry machinery without the flags"
     );
 }
@@ -323,11 +326,10 @@ fn aimd_paces_block_writes_in_bytes() {
     assert_eq!(s.failures(), 0, "{}", s.text);
     assert_block_ops_add_up(&s);
     // Four writers share one pacer that starts at 64 MB/s: 256 KB chunks get 4 ms slots.
-    assert!(s.report.resilience.throttle_delays > 0, "{}", s.text);
-    assert_eq!(s.report.client_throttle, "aimd");
+    assert!(s.results.resilience.throttle_delays > 0, "{}", s.text);
+    assert_eq!(s.results.description.client_throttle, "aimd");
     let json: serde_json::Value =
-        serde_json::from_str(&serde_json::to_string(&s.report).expect("a report serializes"))
-            .unwrap();
-    assert_eq!(json["throttle_scope"], "process");
+        serde_json::from_str(&loadgen::report::json::render(&s.results, &[50.0])).unwrap();
+    assert_eq!(json["config"]["throttle_scope"], "process");
     assert!(json["resilience"]["throttle_delays"].as_u64().unwrap() > 0);
 }

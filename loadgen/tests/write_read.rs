@@ -11,12 +11,12 @@ use common::proto::{
     ContainerCommandResponseProto as Resp, DatanodeBlockId, GetBlockRequestProto,
     PutBlockRequestProto, Result as OzoneResult, Type, WriteChunkRequestProto,
 };
-use loadgen::blockio::manifest::{self, ManifestBlock};
+use loadgen::manifest::{self, ManifestBlock};
 use std::path::PathBuf;
 use std::process::Command;
 use tonic::transport::Channel;
 
-use support::run_block as run;
+use support::{errors_of, run_block as run};
 
 /// A dn-sim with the memory store, serving on threads of its own.
 fn server() -> (dn_sim::EmbeddedServer, String) {
@@ -107,7 +107,7 @@ fn dn_sim_stores_what_write_sent_and_read_manifest_verifies_it() {
         path.to_str().unwrap(),
     ]);
     assert_eq!(w.failures(), 0, "{}", w.text);
-    let written = w.report.write.as_ref().unwrap();
+    let written = w.results.write.as_ref().unwrap();
     assert_eq!(written.writes, 10);
     assert_eq!(written.bytes, 3000 * 1024);
     assert!(w.text.contains("chunk-write (WriteChunk)"), "{}", w.text);
@@ -157,11 +157,11 @@ fn dn_sim_stores_what_write_sent_and_read_manifest_verifies_it() {
     ]);
     std::fs::remove_file(&path).unwrap();
     assert_eq!(r.failures(), 0, "{}", r.text);
-    let read = r.report.read.as_ref().unwrap();
+    let read = r.results.read.as_ref().unwrap();
     assert_eq!(read.blocks, blocks.len() as u64);
     assert_eq!(read.bytes_read, 3000 * 1024);
     assert_eq!(read.bytes_verified, 3000 * 1024);
-    assert!(r.report.write.is_none(), "a manifest read writes nothing");
+    assert!(r.results.write.is_none(), "a manifest read writes nothing");
 }
 
 #[test]
@@ -188,8 +188,8 @@ fn then_read_verifies_every_byte_written() {
             "json",
         ]);
         assert_eq!(s.failures(), 0, "{}", s.text);
-        let w = s.report.write.as_ref().unwrap();
-        let r = s.report.read.as_ref().unwrap();
+        let w = s.results.write.as_ref().unwrap();
+        let r = s.results.read.as_ref().unwrap();
         assert_eq!(w.bytes, 24 * 256 * 1024);
         assert_eq!(r.bytes_verified, w.bytes, "{version}");
         assert!(
@@ -198,12 +198,12 @@ fn then_read_verifies_every_byte_written() {
             "{}",
             s.text
         );
-        let json: serde_json::Value = serde_json::from_str(&s.rendered).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&s.report).unwrap();
         for op in ["write", "WriteChunk", "PutBlock", "GetBlock", "ReadChunk"] {
             assert!(
                 json["ops"][op]["count"].as_u64().unwrap() > 0,
                 "{op}: {}",
-                s.rendered
+                s.report
             );
             assert!(json["ops"][op]["percentiles_ms"]["p99"].as_f64().is_some());
         }
@@ -216,11 +216,11 @@ fn then_read_verifies_every_byte_written() {
 fn read_without_a_manifest_writes_its_data_set_first() {
     let s = run(&["read", "-n", "9", "-t", "1", "--write-size", "512KB"]);
     assert_eq!(s.failures(), 0, "{}", s.text);
-    let r = s.report.read.as_ref().unwrap();
+    let r = s.results.read.as_ref().unwrap();
     assert_eq!(r.bytes_verified, 9 * 512 * 1024);
     assert_eq!(r.blocks, 1);
     assert_eq!(r.chunks, 2, "4.5 MB: one full 4 MB chunk and a partial one");
-    assert!(s.report.write.is_some(), "the write phase is reported too");
+    assert!(s.results.write.is_some(), "the write phase is reported too");
 }
 
 #[test]
@@ -237,7 +237,7 @@ fn duration_stops_the_writes_and_every_block_is_committed() {
         "NONE",
     ]);
     assert_eq!(s.failures(), 0, "{}", s.text);
-    let w = s.report.write.as_ref().unwrap();
+    let w = s.results.write.as_ref().unwrap();
     assert!(w.writes > 0);
     assert!((0.9..10.0).contains(&w.elapsed_s), "{}", w.elapsed_s);
     // Each worker closes its last block at the end, and a block holds at most 256 MB (the
@@ -324,9 +324,9 @@ fn corrupted_data_is_a_data_integrity_error_and_fails_the_run() {
         "--manifest",
         path.to_str().unwrap(),
     ]);
-    assert_eq!(s.report.errors.get("integrity:CHECKSUM_MISMATCH"), Some(&1));
-    assert_eq!(s.report.integrity_errors, 1);
-    assert_eq!(s.report.read.as_ref().unwrap().bytes_verified, 0);
+    assert_eq!(errors_of(&s, "integrity:CHECKSUM_MISMATCH"), Some(1));
+    assert_eq!(s.results.integrity_errors(), 1);
+    assert_eq!(s.results.read.as_ref().unwrap().bytes_verified, 0);
     assert!(s.text.contains("Data-integrity errors: 1\n"), "{}", s.text);
 
     // --verify=false reads without judging.
@@ -339,7 +339,7 @@ fn corrupted_data_is_a_data_integrity_error_and_fails_the_run() {
         path.to_str().unwrap(),
     ]);
     assert_eq!(s.failures(), 0);
-    assert_eq!(s.report.read.as_ref().unwrap().bytes_read, 40 << 10);
+    assert_eq!(s.results.read.as_ref().unwrap().bytes_read, 40 << 10);
 
     let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
         .args(["read", "--target", &addr, "--manifest"])
@@ -351,7 +351,7 @@ fn corrupted_data_is_a_data_integrity_error_and_fails_the_run() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stdout.contains("integrity:CHECKSUM_MISMATCH: 1"),
+        stdout.contains("integrity:CHECKSUM_MISMATCH = 1 (first: "),
         "{stdout}"
     );
     assert!(stderr.contains("data-integrity error"), "{stderr}");
@@ -378,7 +378,7 @@ fn a_manifest_that_does_not_match_the_stored_block_is_reported() {
         path.to_str().unwrap(),
     ]);
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(s.report.errors.get("integrity:BLOCK_MISMATCH"), Some(&1));
+    assert_eq!(errors_of(&s, "integrity:BLOCK_MISMATCH"), Some(1));
 }
 
 #[test]

@@ -11,7 +11,7 @@
 use super::WorkerContext;
 use super::request::{self, Backoff, Deadline};
 use crate::connection::unary::{UnaryClient, UnaryConnection};
-use crate::outcome::{Answer, ErrorKind};
+use crate::outcome::{Answer, ErrorKind, Failure};
 use crate::resilience::RequestCounts;
 use crate::workload::{Rpc, WorkerLoad};
 use std::rc::Rc;
@@ -105,9 +105,18 @@ impl Sender {
             }
             match answer {
                 Answer::Success { bytes } => received += bytes,
-                other => {
+                Answer::Failure(f) => {
                     load.failed();
-                    return (other, None);
+                    return (Answer::Failure(f), None);
+                }
+                Answer::LocallyRejected => {
+                    // The unit cannot go on without this RPC: it fails.
+                    load.failed();
+                    let f = Failure::new(
+                        ErrorKind::LocallyRejected,
+                        format!("the client throttle rejected a {}", rpc.kind.name()),
+                    );
+                    return (Answer::Failure(f), None);
                 }
             }
         }

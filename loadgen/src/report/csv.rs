@@ -77,6 +77,9 @@ fn columns(r: &Results, percentiles: &[f64]) -> Vec<(String, String)> {
         ),
         ("locally_rejected".into(), res.locally_rejected.to_string()),
     ]);
+    if !r.ops.is_empty() {
+        cols.extend(block_columns(r));
+    }
     let errors: Vec<String> = r
         .errors
         .iter()
@@ -84,6 +87,64 @@ fn columns(r: &Results, percentiles: &[f64]) -> Vec<(String, String)> {
         .collect();
     cols.push(("errors".into(), errors.join(" ")));
     cols
+}
+
+/// write and read: the shape, MB/s and writes/s, WriteChunk and PutBlock latency, bytes read
+/// and verified (empty where a phase did not run).
+fn block_columns(r: &Results) -> Vec<(String, String)> {
+    let shape = r.description.shape.as_ref();
+    let sh = |f: fn(&crate::results::Shape) -> String| shape.map_or(String::new(), f);
+    let lat = |op: &str, p: Option<f64>| {
+        r.ops.get(op).map_or(String::new(), |o| match p {
+            Some(p) => format!("{:.3}", o.latency.percentile_ms(p)),
+            None => format!("{:.3}", o.latency.mean_ms()),
+        })
+    };
+    let w = r.write.as_ref();
+    let rd = r.read.as_ref();
+    vec![
+        ("write_size_bytes".into(), sh(|s| s.write_size.to_string())),
+        ("chunk_size_bytes".into(), sh(|s| s.chunk_size.to_string())),
+        (
+            "bytes_per_checksum".into(),
+            sh(|s| s.bytes_per_checksum.to_string()),
+        ),
+        ("checksum".into(), sh(|s| s.checksum.clone())),
+        ("checksum_mode".into(), sh(|s| s.checksum_mode.clone())),
+        (
+            "writes".into(),
+            w.map_or(String::new(), |w| w.writes.to_string()),
+        ),
+        (
+            "write_bytes".into(),
+            w.map_or(String::new(), |w| w.bytes.to_string()),
+        ),
+        (
+            "write_mb_per_s".into(),
+            w.map_or(String::new(), |w| format!("{:.2}", w.mb_per_s)),
+        ),
+        (
+            "writes_per_s".into(),
+            w.map_or(String::new(), |w| format!("{:.2}", w.writes_per_s)),
+        ),
+        ("write_chunk_mean_ms".into(), lat("WriteChunk", None)),
+        ("write_chunk_p99_ms".into(), lat("WriteChunk", Some(99.0))),
+        ("put_block_mean_ms".into(), lat("PutBlock", None)),
+        ("put_block_p99_ms".into(), lat("PutBlock", Some(99.0))),
+        (
+            "read_bytes".into(),
+            rd.map_or(String::new(), |r| r.bytes_read.to_string()),
+        ),
+        (
+            "bytes_verified".into(),
+            rd.map_or(String::new(), |r| r.bytes_verified.to_string()),
+        ),
+        (
+            "read_mb_per_s".into(),
+            rd.map_or(String::new(), |r| format!("{:.2}", r.mb_per_s)),
+        ),
+        ("integrity_errors".into(), r.integrity_errors().to_string()),
+    ]
 }
 
 fn field(s: &str) -> String {

@@ -3,7 +3,9 @@
 //! results of several processes merge exactly.
 
 use crate::engine::live::IntervalPoint;
-use crate::results::{ErrorCount, Generator, Results, RunDescription};
+use crate::results::{
+    ErrorCount, Generator, OpResults, ReadPhase, Results, RunDescription, WritePhase,
+};
 use common::stats::{HistogramData, LatencyHistogram};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,6 +38,33 @@ pub struct ResultsJson {
     /// Retries, rejections, client throttling and goodput (absent in older reports).
     #[serde(default)]
     pub resilience: ResilienceJson,
+    /// write and read: each operation kind (`write`, `WriteChunk`, `PutBlock`, `read`,
+    /// `GetBlock`, `ReadChunk`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ops: BTreeMap<String, OpJson>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<WritePhase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<ReadPhase>,
+    /// write and read: failures of kind `integrity:*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity_errors: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct OpJson {
+    pub timer: String,
+    pub count: u64,
+    pub failures: u64,
+    pub bytes: u64,
+    pub elapsed_s: f64,
+    pub per_second: f64,
+    pub min_ms: f64,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+    /// `--percentiles` ("p50") → milliseconds.
+    pub percentiles_ms: BTreeMap<String, f64>,
+    pub histogram: HistogramData,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -216,6 +245,33 @@ pub fn to_json(r: &Results, percentiles: &[f64]) -> ResultsJson {
             goodput_bytes_per_s: r.goodput_bytes_per_s(),
             goodput_ops_per_s: r.success_rate(),
         },
+        ops: r
+            .ops
+            .iter()
+            .map(|(name, o)| {
+                let h = &o.latency;
+                let json = OpJson {
+                    timer: o.timer.clone(),
+                    count: h.count(),
+                    failures: o.failures,
+                    bytes: o.bytes,
+                    elapsed_s: o.elapsed.as_secs_f64(),
+                    per_second: o.per_second(),
+                    min_ms: h.min_ms(),
+                    mean_ms: h.mean_ms(),
+                    max_ms: h.max_ms(),
+                    percentiles_ms: percentiles
+                        .iter()
+                        .map(|p| (format!("p{p}"), h.percentile_ms(*p)))
+                        .collect(),
+                    histogram: h.to_data(),
+                };
+                (name.clone(), json)
+            })
+            .collect(),
+        write: r.write.clone(),
+        read: r.read.clone(),
+        integrity_errors: (!r.ops.is_empty()).then(|| r.integrity_errors()),
     }
 }
 
@@ -271,5 +327,22 @@ pub fn parse(text: &str) -> Result<Results, String> {
         generator: j.generator.info,
         series: j.series,
         resilience: j.resilience.counts,
+        ops: j
+            .ops
+            .into_iter()
+            .map(|(name, o)| {
+                let elapsed = Duration::try_from_secs_f64(o.elapsed_s).unwrap_or_default();
+                let op = OpResults {
+                    timer: o.timer,
+                    latency: LatencyHistogram::from_data(&o.histogram),
+                    failures: o.failures,
+                    bytes: o.bytes,
+                    elapsed,
+                };
+                (name, op)
+            })
+            .collect(),
+        write: j.write,
+        read: j.read,
     })
 }

@@ -56,6 +56,7 @@ pub(crate) fn test_results(micros: &[u64]) -> Results {
             retry_policy: "none".into(),
             client_throttle: "none".into(),
             throttle_scope: "connection".into(),
+            shape: None,
         },
         started_at_ms: 1_796_035_520_000,
         elapsed: Duration::from_secs(5),
@@ -79,5 +80,8 @@ pub(crate) fn test_results(micros: &[u64]) -> Results {
         },
         series: Vec::new(),
         resilience: Default::default(),
+        ops: Default::default(),
+        write: None,
+        read: None,
     }
 }

@@ -10,7 +10,93 @@ use std::fmt::Write;
 pub fn render(r: &Results, percentiles: &[f64]) -> String {
     let mut out = freon::render(r);
     out.push_str(&freon::failure_lines(r));
+    if !r.ops.is_empty() {
+        out.push_str(&operations(r, percentiles));
+    }
     out.push_str(&details(r, percentiles));
+    out
+}
+
+/// write and read: a timer section per operation kind in freon's layout, then throughput and
+/// data integrity. MB = 2^20 bytes.
+fn operations(r: &Results, percentiles: &[f64]) -> String {
+    const MB: f64 = 1048576.0;
+    let mut out = String::from("\n-- Timers per operation ");
+    out.push_str(&"-".repeat(56));
+    out.push('\n');
+    let mut ops: Vec<_> = r.ops.iter().collect();
+    ops.sort_by_key(|(name, _)| crate::results::op_rank(name));
+    for (name, o) in ops {
+        let h = &o.latency;
+        writeln!(out, "{} ({name})", o.timer).unwrap();
+        writeln!(out, "{:>18} = {}", "count", h.count()).unwrap();
+        writeln!(
+            out,
+            "{:>18} = {:.2} calls/second",
+            "mean rate",
+            o.per_second()
+        )
+        .unwrap();
+        for (label, v) in [
+            ("min =", h.min_ms()),
+            ("max =", h.max_ms()),
+            ("mean =", h.mean_ms()),
+            ("stddev =", h.stddev_ms()),
+        ] {
+            writeln!(out, "{label:>20} {v:.2} milliseconds").unwrap();
+        }
+        for &p in percentiles {
+            let label = format!("{p}% <=");
+            writeln!(out, "{label:>20} {:.2} milliseconds", h.percentile_ms(p)).unwrap();
+        }
+        if o.failures > 0 {
+            writeln!(out, "{:>18} = {}", "failed", o.failures).unwrap();
+        }
+        out.push('\n');
+    }
+    if let Some(s) = &r.description.shape {
+        let size = common::units::format_size;
+        writeln!(
+            out,
+            "write size {}, chunk size {}, bytes per checksum {}, checksum {} ({}), block size {}, flush size {} (KB/MB = powers of 1024)",
+            size(s.write_size),
+            size(s.chunk_size),
+            size(s.bytes_per_checksum),
+            s.checksum,
+            s.checksum_mode,
+            size(s.block_size),
+            size(s.flush_size)
+        )
+        .unwrap();
+    }
+    if let Some(w) = &r.write {
+        writeln!(
+            out,
+            "Written: {} bytes ({:.1} MB) in {} application writes, {} block(s) committed, in {:.3} s",
+            w.bytes,
+            w.bytes as f64 / MB,
+            w.writes,
+            w.blocks_committed,
+            w.elapsed_s
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "Write throughput: {:.2} MB/s, {:.2} writes/s (MB = 2^20 bytes)",
+            w.mb_per_s, w.writes_per_s
+        )
+        .unwrap();
+    }
+    if let Some(rd) = &r.read {
+        writeln!(
+            out,
+            "Read: {} bytes in {} chunk(s) of {} block(s) in {:.3} s, {:.2} MB/s (MB = 2^20 bytes)",
+            rd.bytes_read, rd.chunks, rd.blocks, rd.elapsed_s, rd.mb_per_s
+        )
+        .unwrap();
+        writeln!(out, "Bytes verified: {}", rd.bytes_verified).unwrap();
+    }
+    writeln!(out, "Data-integrity errors: {}", r.integrity_errors()).unwrap();
     out
 }
 

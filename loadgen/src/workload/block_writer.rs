@@ -10,12 +10,13 @@
 //! whole chunk's checksums when the chunk is sent, as Ozone did before the patch. Both produce the
 //! same ChecksumData.
 //!
-//! The chunk buffer is reused: once a sent chunk's request is dropped, `BytesMut::reserve` takes
-//! its memory back, so a long run allocates no payloads.
+//! The chunk buffer is reused: a new chunk starts with `BytesMut::reserve`, which takes the memory
+//! of the last chunk back once its request has been dropped, so a long run allocates no payloads
+//! (`chunk_buffer_is_reused` checks it).
 
 use bytes::{Bytes, BytesMut};
 use common::checksum::{Checksum, RunningChecksum};
-use common::proto::{BlockData, ChecksumData, ChunkInfo, DatanodeBlockId};
+use common::proto::{BlockData, ChecksumData, ChecksumType, ChunkInfo, DatanodeBlockId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChecksumMode {
@@ -31,6 +32,40 @@ impl std::str::FromStr for ChecksumMode {
             "at-flush" => Ok(Self::AtFlush),
             _ => Err(format!("'{s}' is not incremental or at-flush")),
         }
+    }
+}
+
+impl ChecksumMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ChecksumMode::Incremental => "incremental",
+            ChecksumMode::AtFlush => "at-flush",
+        }
+    }
+}
+
+/// The name Ozone uses for a checksum type (`CRC32`).
+pub fn checksum_name(t: ChecksumType) -> &'static str {
+    match t {
+        ChecksumType::None => "NONE",
+        ChecksumType::Crc32 => "CRC32",
+        ChecksumType::Crc32c => "CRC32C",
+        ChecksumType::Sha256 => "SHA256",
+        ChecksumType::Md5 => "MD5",
+    }
+}
+
+/// A checksum type by its name, in any case.
+pub fn checksum_type_of(s: &str) -> Result<ChecksumType, String> {
+    match s.to_ascii_uppercase().as_str() {
+        "CRC32" => Ok(ChecksumType::Crc32),
+        "CRC32C" => Ok(ChecksumType::Crc32c),
+        "SHA256" => Ok(ChecksumType::Sha256),
+        "MD5" => Ok(ChecksumType::Md5),
+        "NONE" => Ok(ChecksumType::None),
+        _ => Err(format!(
+            "'{s}' is not one of CRC32, CRC32C, SHA256, MD5, NONE"
+        )),
     }
 }
 
@@ -134,6 +169,17 @@ impl BlockWriter {
         }
     }
 
+    /// After a failed request the block cannot be completed: it is left uncommitted and the
+    /// stream goes on with a new block, `local_id`.
+    pub fn abandon(&mut self, local_id: i64) {
+        self.buffer.clear();
+        self.running = self.shape.checksum.running();
+        self.local_id = local_id;
+        self.block_sent = 0;
+        self.since_flush = 0;
+        self.chunks.clear();
+    }
+
     /// `close()`: the partial chunk and a final PutBlock with `eof`.
     pub fn close(&mut self, out: &mut Vec<BlockOp>) {
         if !self.buffer.is_empty() {
@@ -145,6 +191,11 @@ impl BlockWriter {
     }
 
     fn copy_in(&mut self, mut n: usize) {
+        if self.buffer.is_empty() && self.buffer.capacity() < self.shape.chunk_size {
+            // A new chunk: by now the last chunk's request has been encoded and dropped, so this
+            // takes its memory back instead of allocating (the buffer is reused).
+            self.buffer.reserve(self.shape.chunk_size);
+        }
         while n > 0 {
             let take = n.min(self.source.len() - self.source_pos);
             let slice = &self.source[self.source_pos..self.source_pos + take];
@@ -160,8 +211,6 @@ impl BlockWriter {
 
     fn send_chunk(&mut self) -> BlockOp {
         let data = self.buffer.split().freeze();
-        // Reclaims the memory of earlier chunks whose requests are gone.
-        self.buffer.reserve(self.shape.chunk_size);
         let checksum_data: ChecksumData = match self.shape.mode {
             ChecksumMode::Incremental => self.running.finish_reset(),
             ChecksumMode::AtFlush => self.shape.checksum.compute(&data),
@@ -287,6 +336,28 @@ mod tests {
             {
                 assert_eq!(c1, c2);
                 assert_eq!(d1, d2);
+            }
+        }
+    }
+
+    #[test]
+    fn chunk_buffer_is_reused() {
+        let source = Bytes::from(vec![1u8; 1000]);
+        let mut w = BlockWriter::new(
+            shape(100, 400, 1 << 20, 1 << 20, ChecksumMode::Incremental),
+            source,
+            1,
+            1,
+        );
+        let mut ops = Vec::new();
+        let mut first: Option<*const u8> = None;
+        for _ in 0..40 {
+            w.write(&mut ops, &mut || 2);
+            for op in ops.drain(..) {
+                if let BlockOp::WriteChunk { data, .. } = op {
+                    let p = data.as_ptr();
+                    assert_eq!(*first.get_or_insert(p), p, "every chunk in the same memory");
+                }
             }
         }
     }

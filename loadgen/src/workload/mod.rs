@@ -11,6 +11,7 @@
 //! Workloads know no flags: their settings are plain values built by `crate::config`. They use
 //! only the protocol types and the encoding helper of the transport (`connection::unary`).
 
+pub mod block;
 pub mod block_writer;
 pub mod echo;
 

@@ -29,12 +29,15 @@ pub fn assert_usage_error(args: &[&str], needle: &str) {
     assert!(stdout.is_empty(), "{args:?}: {stdout}");
 }
 
-/// `loadgen write …` or `loadgen read …` in this process.
-pub fn run_block(args: &[&str]) -> loadgen::blockio::BlockSummary {
+/// `loadgen write …` or `loadgen read …` (any run) in this process.
+pub fn run_block(args: &[&str]) -> loadgen::Summary {
     let mut argv = vec!["loadgen"];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).expect("valid flags");
-    loadgen::blockio::run(&cli.command)
-        .expect("write or read")
-        .expect("the run starts")
+    loadgen::run(cli).expect("the run starts")
+}
+
+/// The count of errors of `kind`, if any.
+pub fn errors_of(s: &loadgen::Summary, kind: &str) -> Option<u64> {
+    s.results.errors.get(kind).map(|e| e.count)
 }

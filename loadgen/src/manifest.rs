@@ -9,12 +9,14 @@
 //!
 //! Checksums are hex strings of the stored bytes (CRC32/CRC32C: 4 bytes big-endian).
 
-use super::args::{checksum_name, parse_checksum_type};
+use crate::workload::block::BlockSink;
+use crate::workload::block_writer::{checksum_name, checksum_type_of as parse_checksum_type};
 use bytes::Bytes;
 use common::proto::{BlockData, ChecksumData, ChunkInfo, DatanodeBlockId};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 pub const FORMAT: &str = "loadgen-blocks/1";
 
@@ -115,6 +117,53 @@ impl ManifestBlock {
                 })
             })
             .collect()
+    }
+}
+
+/// A manifest being written: the header at once, then each block as it is committed (nothing
+/// is kept in memory). The first write error is kept and reported at the end.
+pub struct ManifestWriter {
+    out: Mutex<(std::io::BufWriter<std::fs::File>, Option<std::io::Error>)>,
+}
+
+impl ManifestWriter {
+    pub fn create(path: &Path, write: serde_json::Value) -> std::io::Result<Self> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let header = Header {
+            manifest: FORMAT.to_string(),
+            write,
+        };
+        serde_json::to_writer(&mut out, &header)?;
+        out.write_all(b"\n")?;
+        Ok(ManifestWriter {
+            out: Mutex::new((out, None)),
+        })
+    }
+
+    /// Flushes the file; the first error of the run, if any.
+    pub fn finish(&self) -> std::io::Result<()> {
+        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = out.1.take() {
+            return Err(e);
+        }
+        out.0.flush()
+    }
+}
+
+impl BlockSink for ManifestWriter {
+    fn committed(&self, block: &BlockData) {
+        let line = ManifestBlock::from_block(block);
+        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        let (file, error) = &mut *out;
+        if error.is_some() {
+            return;
+        }
+        let result = serde_json::to_writer(&mut *file, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| file.write_all(b"\n"));
+        if let Err(e) = result {
+            *error = Some(e);
+        }
     }
 }
 

@@ -1,0 +1,492 @@
+//! `write` and `read`: the data path of an Ozone client as workloads.
+//!
+//! **Write.** Each worker is one output stream ([`BlockWriter`], Ozone's `BlockOutputStream`)
+//! writing its own blocks. A unit is one application `write()`: the WriteChunk and PutBlock
+//! requests it makes due, sent in order; at the end of the run the stream is closed (the partial
+//! chunk and a PutBlock with `eof`), so every block written is committed. A committed block goes
+//! to the [`BlockSink`] (a manifest file, the read-back list) and is not kept otherwise. Local IDs
+//! are `run base | worker << 32 | counter`, the run base being 15 bits of the clock in the top
+//! bits, so runs against one DataNode do not overwrite each other's blocks.
+//!
+//! **Read.** A unit is one block: GetBlock, then ReadChunk (V0 or V1) of every chunk GetBlock
+//! lists, each verified against the checksums GetBlock returned. When the expected chunk list is
+//! known (blocks written in this run, or a manifest), GetBlock's answer must match it. Mismatches
+//! are data-integrity failures of their own kinds:
+//!
+//! - `integrity:CHECKSUM_MISMATCH`: a chunk's data does not match its stored checksums;
+//! - `integrity:LENGTH_MISMATCH`: ReadChunk returned another number of bytes than asked for;
+//! - `integrity:BLOCK_MISMATCH`: GetBlock's chunk list (offsets, lengths, checksums) differs from
+//!   what was written.
+//!
+//! Every listed block is read once, the workers taking the next one in turn.
+
+use super::block_writer::{BlockOp, BlockWriter, WriteShape};
+use super::{Rpc, RpcKind, WorkerLoad, Workload};
+use crate::outcome::{ErrorKind, Failure};
+use crate::throttle::OpKind;
+use bytes::{Bytes, BytesMut};
+use common::proto::read_chunk_response_proto::ResponseData;
+use common::proto::{
+    BlockData, ChecksumType, ChunkInfo, ContainerCommandRequestProto as Req,
+    ContainerCommandResponseProto as Resp, DatanodeBlockId, GetBlockRequestProto,
+    PutBlockRequestProto, ReadChunkRequestProto, ReadChunkVersion, Type, WriteChunkRequestProto,
+};
+use prost::Message;
+use rand::RngCore;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// Size of the shared random application data the writes copy from.
+const SOURCE_LEN: usize = 8 << 20;
+
+/// Where committed blocks go (shared by the workers; called once per committed block).
+pub trait BlockSink: Send + Sync {
+    fn committed(&self, block: &BlockData);
+}
+
+/// Keeps nothing.
+pub struct NoSink;
+
+impl BlockSink for NoSink {
+    fn committed(&self, _block: &BlockData) {}
+}
+
+/// What a phase did to blocks, counted by the workers as they go (warm-up included).
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub blocks_committed: AtomicU64,
+    pub blocks_read: AtomicU64,
+    pub chunks_read: AtomicU64,
+    pub bytes_read: AtomicU64,
+    /// Bytes whose checksums were verified and matched.
+    pub bytes_verified: AtomicU64,
+}
+
+/// A block to read and, when known, the chunks it must have.
+#[derive(Clone, Debug)]
+pub struct Expected {
+    pub id: DatanodeBlockId,
+    pub chunks: Option<Vec<ChunkInfo>>,
+}
+
+impl Expected {
+    pub fn of_block(b: &BlockData) -> Self {
+        Self {
+            id: b.block_id,
+            chunks: Some(b.chunks.clone()),
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.chunks
+            .as_ref()
+            .map_or(0, |c| c.iter().map(|c| c.len).sum())
+    }
+}
+
+/// Frames `msg` for gRPC into `buf`, whose memory is taken back once the last frame is dropped
+/// (a worker's frames are reused, not allocated per RPC).
+fn frame_into(buf: &mut BytesMut, msg: &Req) -> Bytes {
+    let len = msg.encoded_len();
+    buf.clear();
+    buf.reserve(5 + len);
+    buf.extend_from_slice(&[0]);
+    buf.extend_from_slice(&(len as u32).to_be_bytes());
+    msg.encode(buf).expect("reserved enough");
+    buf.split().freeze()
+}
+
+fn run_base() -> i64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // 15 bits (the sign bit stays clear), never 0 so IDs are never small numbers.
+    let bits = ((nanos >> 20) & 0x7fff).max(1);
+    (bits as i64) << 48
+}
+
+/// `loadgen write`'s workload.
+pub struct BlockWrite {
+    shape: WriteShape,
+    source: Bytes,
+    container_id: i64,
+    datanode_uuid: String,
+    run_base: i64,
+    sink: Arc<dyn BlockSink>,
+    pub tally: Arc<Tally>,
+}
+
+impl BlockWrite {
+    pub fn new(
+        shape: WriteShape,
+        container_id: i64,
+        datanode_uuid: &str,
+        sink: Arc<dyn BlockSink>,
+    ) -> Self {
+        let mut v = vec![0u8; SOURCE_LEN];
+        rand::rng().fill_bytes(&mut v);
+        BlockWrite {
+            shape,
+            source: Bytes::from(v),
+            container_id,
+            datanode_uuid: datanode_uuid.to_string(),
+            run_base: run_base(),
+            sink,
+            tally: Arc::default(),
+        }
+    }
+}
+
+impl Workload for BlockWrite {
+    fn worker(&self, idx: usize) -> Box<dyn WorkerLoad> {
+        let base = self.run_base | ((idx as i64) << 32);
+        Box::new(WriteWorker {
+            writer: BlockWriter::new(
+                self.shape.clone(),
+                self.source.clone(),
+                self.container_id,
+                base,
+            ),
+            ops: Vec::new(),
+            base,
+            counter: 0,
+            container_id: self.container_id,
+            datanode_uuid: self.datanode_uuid.clone(),
+            write_size: self.shape.write_size as u64,
+            committing: None,
+            frame: BytesMut::new(),
+            sink: Arc::clone(&self.sink),
+            tally: Arc::clone(&self.tally),
+        })
+    }
+}
+
+struct WriteWorker {
+    writer: BlockWriter,
+    /// The unit's requests not yet sent, last first.
+    ops: Vec<BlockOp>,
+    base: i64,
+    counter: i64,
+    container_id: i64,
+    datanode_uuid: String,
+    write_size: u64,
+    /// The block the PutBlock in flight commits (with `eof`).
+    committing: Option<BlockData>,
+    frame: BytesMut,
+    sink: Arc<dyn BlockSink>,
+    tally: Arc<Tally>,
+}
+
+impl WriteWorker {
+    fn next_local_id(&mut self) -> i64 {
+        self.counter += 1;
+        self.base + self.counter
+    }
+}
+
+impl WorkerLoad for WriteWorker {
+    fn begin(&mut self) -> bool {
+        let (base, counter) = (self.base, &mut self.counter);
+        self.writer.write(&mut self.ops, &mut || {
+            *counter += 1;
+            base + *counter
+        });
+        self.ops.reverse();
+        true
+    }
+
+    fn next(&mut self) -> Option<Rpc> {
+        let op = self.ops.pop()?;
+        let mut req = Req {
+            container_id: self.container_id,
+            datanode_uuid: self.datanode_uuid.clone(),
+            ..Default::default()
+        };
+        let (kind, bytes) = match op {
+            BlockOp::WriteChunk { block, chunk, data } => {
+                let len = data.len() as u64;
+                req.cmd_type = Type::WriteChunk as i32;
+                req.write_chunk = Some(WriteChunkRequestProto {
+                    block_id: block,
+                    chunk_data: Some(chunk),
+                    data: Some(data),
+                    ..Default::default()
+                });
+                (RpcKind::WriteChunk, len)
+            }
+            BlockOp::PutBlock { block, eof } => {
+                self.committing = eof.then(|| block.clone());
+                req.cmd_type = Type::PutBlock as i32;
+                req.put_block = Some(PutBlockRequestProto {
+                    block_data: block,
+                    eof: Some(eof),
+                    ..Default::default()
+                });
+                (RpcKind::PutBlock, 0)
+            }
+        };
+        // The request (and the chunk's data it shares) is dropped here: the writer's chunk
+        // buffer takes that memory back for the next chunk.
+        let frame = frame_into(&mut self.frame, &req);
+        Some(Rpc {
+            kind,
+            frame,
+            request_bytes: bytes,
+            goodput_bytes: bytes,
+            throttle_op: if kind == RpcKind::WriteChunk {
+                OpKind::Write
+            } else {
+                OpKind::Other
+            },
+            throttle_bytes: bytes,
+        })
+    }
+
+    fn judge(&mut self, _resp: &Resp) -> Result<u64, Failure> {
+        if let Some(block) = self.committing.take() {
+            self.tally.blocks_committed.fetch_add(1, Relaxed);
+            self.sink.committed(&block);
+        }
+        Ok(0)
+    }
+
+    fn failed(&mut self) {
+        self.ops.clear();
+        self.committing = None;
+        let id = self.next_local_id();
+        self.writer.abandon(id);
+    }
+
+    fn unit_bytes(&self) -> u64 {
+        self.write_size
+    }
+
+    fn close(&mut self) -> bool {
+        self.writer.close(&mut self.ops);
+        self.ops.reverse();
+        !self.ops.is_empty()
+    }
+}
+
+/// `loadgen read`'s workload.
+pub struct BlockRead {
+    blocks: Arc<Vec<Expected>>,
+    next: Arc<AtomicUsize>,
+    verify: bool,
+    v1: bool,
+    datanode_uuid: String,
+    pub tally: Arc<Tally>,
+}
+
+impl BlockRead {
+    pub fn new(blocks: Arc<Vec<Expected>>, verify: bool, v1: bool, datanode_uuid: &str) -> Self {
+        BlockRead {
+            blocks,
+            next: Arc::default(),
+            verify,
+            v1,
+            datanode_uuid: datanode_uuid.to_string(),
+            tally: Arc::default(),
+        }
+    }
+}
+
+impl Workload for BlockRead {
+    fn worker(&self, _idx: usize) -> Box<dyn WorkerLoad> {
+        Box::new(ReadWorker {
+            blocks: Arc::clone(&self.blocks),
+            next: Arc::clone(&self.next),
+            verify: self.verify,
+            v1: self.v1,
+            datanode_uuid: self.datanode_uuid.clone(),
+            tally: Arc::clone(&self.tally),
+            block: None,
+            stage: Stage::Done,
+            frame: BytesMut::new(),
+        })
+    }
+}
+
+enum Stage {
+    /// GetBlock is to be sent.
+    GetBlock,
+    /// GetBlock is in flight.
+    AwaitBlock,
+    /// ReadChunk of `chunks[i]` is next, or in flight.
+    Chunks {
+        chunks: Vec<ChunkInfo>,
+        i: usize,
+    },
+    Done,
+}
+
+struct ReadWorker {
+    blocks: Arc<Vec<Expected>>,
+    next: Arc<AtomicUsize>,
+    verify: bool,
+    v1: bool,
+    datanode_uuid: String,
+    tally: Arc<Tally>,
+    block: Option<usize>,
+    stage: Stage,
+    frame: BytesMut,
+}
+
+fn same_chunk(a: &ChunkInfo, b: &ChunkInfo) -> bool {
+    a.offset == b.offset && a.len == b.len && a.checksum_data == b.checksum_data
+}
+
+fn integrity(what: &'static str, message: String) -> Failure {
+    Failure::new(ErrorKind::Integrity(what), message)
+}
+
+impl ReadWorker {
+    fn expected(&self) -> &Expected {
+        &self.blocks[self.block.expect("a block is being read")]
+    }
+}
+
+impl WorkerLoad for ReadWorker {
+    fn begin(&mut self) -> bool {
+        let i = self.next.fetch_add(1, Relaxed);
+        if i >= self.blocks.len() {
+            return false;
+        }
+        self.block = Some(i);
+        self.stage = Stage::GetBlock;
+        true
+    }
+
+    fn next(&mut self) -> Option<Rpc> {
+        let id = self.expected().id;
+        let mut req = Req {
+            container_id: id.container_id,
+            datanode_uuid: self.datanode_uuid.clone(),
+            ..Default::default()
+        };
+        let (kind, len) = match &mut self.stage {
+            Stage::GetBlock => {
+                req.cmd_type = Type::GetBlock as i32;
+                req.get_block = Some(GetBlockRequestProto {
+                    block_id: id,
+                    ..Default::default()
+                });
+                self.stage = Stage::AwaitBlock;
+                (RpcKind::GetBlock, 0)
+            }
+            Stage::Chunks { chunks, i } if *i < chunks.len() => {
+                let chunk = chunks[*i].clone();
+                let len = chunk.len;
+                req.cmd_type = Type::ReadChunk as i32;
+                req.read_chunk = Some(ReadChunkRequestProto {
+                    block_id: id,
+                    chunk_data: chunk,
+                    read_chunk_version: self.v1.then_some(ReadChunkVersion::V1 as i32),
+                });
+                (RpcKind::ReadChunk, len)
+            }
+            _ => return None,
+        };
+        let frame = frame_into(&mut self.frame, &req);
+        Some(Rpc {
+            kind,
+            frame,
+            request_bytes: 0,
+            goodput_bytes: len,
+            throttle_op: if kind == RpcKind::ReadChunk {
+                OpKind::Read
+            } else {
+                OpKind::Other
+            },
+            throttle_bytes: len,
+        })
+    }
+
+    fn judge(&mut self, resp: &Resp) -> Result<u64, Failure> {
+        match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::AwaitBlock => {
+                let stored = resp
+                    .get_block
+                    .as_ref()
+                    .map(|g| g.block_data.clone())
+                    .unwrap_or_default();
+                self.tally.blocks_read.fetch_add(1, Relaxed);
+                let expected = self.expected();
+                if let Some(chunks) = &expected.chunks
+                    && (chunks.len() != stored.chunks.len()
+                        || chunks
+                            .iter()
+                            .zip(&stored.chunks)
+                            .any(|(a, b)| !same_chunk(a, b)))
+                {
+                    return Err(integrity(
+                        "BLOCK_MISMATCH",
+                        format!(
+                            "block {}/{}: GetBlock's chunks differ from those written",
+                            expected.id.container_id, expected.id.local_id
+                        ),
+                    ));
+                }
+                self.stage = Stage::Chunks {
+                    chunks: stored.chunks,
+                    i: 0,
+                };
+                Ok(0)
+            }
+            Stage::Chunks { chunks, i } => {
+                let chunk = &chunks[i];
+                let buffers: Vec<Bytes> = match resp
+                    .read_chunk
+                    .as_ref()
+                    .and_then(|r| r.response_data.as_ref())
+                {
+                    Some(ResponseData::Data(d)) => vec![d.clone()],
+                    Some(ResponseData::DataBuffers(b)) => b.buffers.clone(),
+                    None => Vec::new(),
+                };
+                let len: u64 = buffers.iter().map(|b| b.len() as u64).sum();
+                self.tally.chunks_read.fetch_add(1, Relaxed);
+                self.tally.bytes_read.fetch_add(len, Relaxed);
+                let id = self.expected().id;
+                let (offset, want, checksums) =
+                    (chunk.offset, chunk.len, chunk.checksum_data.clone());
+                self.stage = Stage::Chunks { chunks, i: i + 1 };
+                if len != want {
+                    return Err(integrity(
+                        "LENGTH_MISMATCH",
+                        format!(
+                            "block {}/{} chunk at offset {offset}: {len} bytes, not {want}",
+                            id.container_id, id.local_id
+                        ),
+                    ));
+                }
+                if self.verify {
+                    match common::checksum::verify_buffers(&buffers, 0, &checksums) {
+                        Ok(()) if checksums.r#type != ChecksumType::None as i32 => {
+                            self.tally.bytes_verified.fetch_add(len, Relaxed);
+                        }
+                        Ok(()) => {}
+                        Err(e) => {
+                            return Err(integrity(
+                                "CHECKSUM_MISMATCH",
+                                format!(
+                                    "block {}/{} chunk at offset {offset}: {e}",
+                                    id.container_id, id.local_id
+                                ),
+                            ));
+                        }
+                    }
+                }
+                Ok(len)
+            }
+            other => {
+                self.stage = other;
+                Ok(0)
+            }
+        }
+    }
+
+    fn failed(&mut self) {
+        self.stage = Stage::Done;
+    }
+}

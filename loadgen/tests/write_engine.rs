@@ -1,0 +1,287 @@
+//! `write` and `read` on the engine echo uses: open loop at a bandwidth, warm-up excluded from
+//! every statistic, Ctrl-C still prints the report (every stream closed), `merge` of two write
+//! results, a `sweep` over the write size.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use support::run_block as run;
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("loadgen-we-{}-{name}", std::process::id()))
+}
+
+const MB: f64 = 1048576.0;
+
+#[test]
+fn open_loop_at_a_bandwidth_writes_about_that_much() {
+    // 50 MB/s of 1 MB writes is 50 application writes a second, intended on a schedule.
+    let s = run(&[
+        "write",
+        "--rate",
+        "50MB/s",
+        "--duration",
+        "2s",
+        "-t",
+        "4",
+        "--write-size",
+        "1MB",
+        "--checksum",
+        "NONE",
+    ]);
+    assert_eq!(s.failures(), 0, "{}", s.text);
+    let d = &s.results.description;
+    assert_eq!(d.load, "open");
+    assert_eq!(d.rate_plan.as_deref(), Some("50/s"), "{d:?}");
+    let w = s.results.write.as_ref().unwrap();
+    assert!(
+        (40.0..=60.0).contains(&w.mb_per_s),
+        "{} MB/s\n{}",
+        w.mb_per_s,
+        s.text
+    );
+    assert!((80..=110).contains(&w.writes), "{} writes", w.writes);
+    // Latency counts from each write's intended time: the uncorrected service time is apart.
+    assert!(s.results.uncorrected.count() > 0);
+    assert!(s.text.contains("open loop 50/s, achieved"), "{}", s.text);
+}
+
+#[test]
+fn a_bandwidth_needs_a_workload_that_moves_data() {
+    support::assert_usage_error(&["echo", "--rate", "50MB/s"], "--rate");
+    support::assert_usage_error(&["write", "--stream-mode", "persistent"], "--stream-mode");
+}
+
+#[test]
+fn warm_up_writes_are_excluded_from_every_statistic() {
+    // 20 writes/s: a 1 s warm-up and 1 s measured.
+    let s = run(&[
+        "write",
+        "--rate",
+        "20",
+        "--warmup",
+        "1s",
+        "--duration",
+        "1s",
+        "-t",
+        "2",
+        "--write-size",
+        "256KB",
+        "--chunk-size",
+        "256KB",
+        "--checksum",
+        "NONE",
+    ]);
+    assert_eq!(s.failures(), 0, "{}", s.text);
+    let r = &s.results;
+    assert!(
+        (15..=25).contains(&r.warmup_requests),
+        "{} warm-up writes",
+        r.warmup_requests
+    );
+    let w = r.write.as_ref().unwrap();
+    assert!(
+        (15..=25).contains(&w.writes),
+        "{} measured writes",
+        w.writes
+    );
+    assert_eq!(w.bytes, w.writes * 256 * 1024);
+    assert_eq!(r.ops["write"].latency.count(), w.writes);
+    // One WriteChunk per 256 KB write: none of the warm-up's is counted (the closing
+    // PutBlocks of the two streams carry no data).
+    assert_eq!(r.ops["WriteChunk"].latency.count(), w.writes);
+    assert_eq!(r.ops["WriteChunk"].bytes, w.bytes);
+    assert_eq!(r.bytes_sent, w.bytes);
+    assert!(s.text.contains("requests not counted"), "{}", s.text);
+}
+
+#[test]
+fn ctrl_c_mid_write_closes_the_streams_and_prints_the_report() {
+    use std::io::{BufRead, Read};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args([
+            "write",
+            "--duration",
+            "60s",
+            "-t",
+            "2",
+            "--write-size",
+            "64KB",
+            "--checksum",
+            "NONE",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("Progress:") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("a progress line");
+    let started = Instant::now();
+    // SAFETY: sends SIGINT to the child we spawned.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = child.wait().unwrap();
+    let stderr = reader.join().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("stopping"), "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("a JSON report");
+    assert_eq!(json["interrupted"], true);
+    assert!(json["write"]["writes"].as_u64().unwrap() > 0, "{stdout}");
+    // Both streams were closed: their last blocks committed.
+    assert!(
+        json["write"]["blocks_committed"].as_u64().unwrap() >= 2,
+        "{stdout}"
+    );
+    assert!(json["ops"]["PutBlock"]["count"].as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn two_write_results_merge_exactly() {
+    let (a, b) = (temp("a.json"), temp("b.json"));
+    for (path, n) in [(&a, "12"), (&b, "20")] {
+        let s = run(&[
+            "write",
+            "-n",
+            n,
+            "-t",
+            "2",
+            "--write-size",
+            "128KB",
+            "--chunk-size",
+            "256KB",
+            "--checksum",
+            "CRC32C",
+            "--format",
+            "json",
+            "--output",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(s.failures(), 0, "{}", s.text);
+    }
+    let load = |p: &PathBuf| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let (ja, jb) = (load(&a), load(&b));
+    let m = run(&[
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    std::fs::remove_file(&a).unwrap();
+    std::fs::remove_file(&b).unwrap();
+    let r = &m.results;
+    assert_eq!(r.processes, 2);
+    let w = r.write.as_ref().unwrap();
+    assert_eq!(w.writes, 32);
+    assert_eq!(w.bytes, 32 * 128 * 1024);
+    let sum =
+        |k: &str, op: &str| ja["ops"][op][k].as_u64().unwrap() + jb["ops"][op][k].as_u64().unwrap();
+    for op in ["write", "WriteChunk", "PutBlock"] {
+        assert_eq!(r.ops[op].latency.count(), sum("count", op), "{op}");
+        assert_eq!(r.ops[op].bytes, sum("bytes", op), "{op}");
+    }
+    assert_eq!(
+        r.ops["WriteChunk"].latency.count(),
+        16,
+        "256 KB chunks of 4 MB"
+    );
+    assert_eq!(
+        w.blocks_committed,
+        ja["write"]["blocks_committed"].as_u64().unwrap()
+            + jb["write"]["blocks_committed"].as_u64().unwrap()
+    );
+    assert_eq!(r.successes(), 32);
+    // The merged report renders the per-operation sections.
+    assert!(m.text.contains("chunk-write (WriteChunk)"), "{}", m.text);
+    let merged: serde_json::Value = serde_json::from_str(&m.report).unwrap();
+    assert_eq!(merged["write"]["writes"], 32);
+}
+
+#[test]
+fn a_sweep_over_the_write_size() {
+    let out = temp("sweep");
+    let argv = [
+        "loadgen",
+        "sweep",
+        "--param",
+        "write_size=64KB,1MB",
+        "--y",
+        "tx_mb_per_s",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "write",
+        "--duration",
+        "1s",
+        "-t",
+        "2",
+        "--checksum",
+        "NONE",
+    ];
+    use clap::Parser;
+    let cli = loadgen::cli::Cli::try_parse_from(argv).unwrap();
+    let stdout = loadgen::run_tool(&cli)
+        .unwrap()
+        .expect("the sweep runs")
+        .stdout;
+    let csv = std::fs::read_to_string(out.with_extension("csv")).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.with_extension("json")).unwrap())
+            .unwrap();
+    let svg = std::fs::read_to_string(out.with_extension("svg")).unwrap();
+    for ext in ["csv", "json", "svg"] {
+        std::fs::remove_file(out.with_extension(ext)).unwrap();
+    }
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    assert!(lines[0].starts_with("write_size_bytes,"), "{csv}");
+    assert!(lines[1].starts_with("65536,"), "{csv}");
+    assert!(lines[2].starts_with("1048576,"), "{csv}");
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for (cell, size) in cells.iter().zip([65536u64, 1048576]) {
+        let r = &cell["result"];
+        assert_eq!(r["config"]["shape"]["write_size"], size);
+        assert_eq!(r["totals"]["failures"], 0);
+        let w = &r["write"];
+        assert!(w["writes"].as_u64().unwrap() > 0);
+        assert_eq!(
+            w["bytes"].as_u64().unwrap(),
+            w["writes"].as_u64().unwrap() * size
+        );
+        assert!(r["ops"]["WriteChunk"]["count"].as_u64().unwrap() > 0);
+    }
+    assert!(stdout.contains("write size (bytes)"), "{stdout}");
+    assert!(svg.contains("<svg"), "{svg}");
+    let mbs = |c: &serde_json::Value| c["result"]["write"]["mb_per_s"].as_f64().unwrap() * MB;
+    assert!(mbs(&cells[0]) > 0.0 && mbs(&cells[1]) > 0.0);
+}
