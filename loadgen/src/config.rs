@@ -1,13 +1,19 @@
 //! The resolved run configuration: only decided values, no raw flags. The engine and the reports
 //! read this, never the command line.
 
-use crate::UsageError;
 use crate::cli::{
     CommonArgs, EchoArgs, Format, LoadRate, ReadArgs, ReportArgs, ShapeArgs, StreamMode, WriteArgs,
 };
-use crate::engine::schedule::{Plan, RateSchedule};
+use crate::error::UsageError;
+use crate::retry::RetryPolicy;
+use crate::schedule::{Plan, RateSchedule};
+use crate::throttle::{
+    AimdConfig, AimdThrottle, AimdUnit, AnalyzerThrottle, ClientThrottle, SreConfig, SreThrottle,
+    ThrottleKind, ThrottleScope,
+};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// freon's default number of requests.
@@ -27,10 +33,22 @@ pub enum StopAfter {
     Elapsed(Duration),
 }
 
-use crate::results::Shape;
 use crate::workload::block::Expected;
 use crate::workload::block_writer::{WriteShape, checksum_name};
 pub use crate::workload::echo::EchoConfig;
+use serde::{Deserialize, Serialize};
+
+/// What the application and its output streams do (write, read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shape {
+    pub write_size: u64,
+    pub chunk_size: u64,
+    pub bytes_per_checksum: u64,
+    pub checksum: String,
+    pub checksum_mode: String,
+    pub block_size: u64,
+    pub flush_size: u64,
+}
 
 /// `loadgen write`: the output streams' shape and what is kept of the blocks written.
 #[derive(Clone, Debug)]
@@ -144,8 +162,8 @@ pub struct RunConfig {
     pub datanode_uuid: String,
     pub container_id: i64,
     pub workload: WorkloadConfig,
-    /// Retries and client throttling (`crate::resilience`).
-    pub resilience: crate::resilience::ResilienceConfig,
+    /// Retries and client throttling (`crate::engine::resilience`).
+    pub resilience: ResilienceConfig,
     /// `--rate` as a bandwidth (bytes/s) not yet turned into units/s: a read's mean block size
     /// is known only once its blocks are.
     pub bandwidth: Option<f64>,
@@ -201,11 +219,11 @@ impl RunConfig {
         };
         // aimd paces requests for echo, payload bytes for write and read.
         let unit = if moves_data {
-            crate::throttle::AimdUnit::Bytes
+            AimdUnit::Bytes
         } else {
-            crate::throttle::AimdUnit::Ops
+            AimdUnit::Ops
         };
-        let resilience = crate::resilience::ResilienceConfig::from_args(&c.resilience, unit);
+        let resilience = ResilienceConfig::from_args(&c.resilience, unit);
         if c.stream_mode == StreamMode::Persistent && resilience.active() {
             return Err(UsageError(
                 "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
@@ -354,4 +372,90 @@ fn shape_of(a: &ShapeArgs) -> Result<(WriteShape, Shape), UsageError> {
         flush_size: a.flush_size,
     };
     Ok((shape, described))
+}
+
+/// The resolved `--retry`, `--retry-backoff`, `--client-throttle`, `--throttle-scope`,
+/// `--analysis-period`, `--sre-k` and `--sre-window` flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResilienceConfig {
+    pub retry: RetryPolicy,
+    pub throttle: ThrottleKind,
+    pub scope: ThrottleScope,
+    /// The analyzer's analysis period (ABFS `fs.azure.analysis.period`).
+    pub analysis_period: Duration,
+    /// The sre throttle's settings (K and window from the flags).
+    pub sre: SreConfig,
+    /// The aimd throttle's settings (increase and decrease from the flags).
+    pub aimd: AimdConfig,
+}
+
+impl Default for ResilienceConfig {
+    fn default() -> Self {
+        ResilienceConfig {
+            retry: RetryPolicy::none(),
+            throttle: ThrottleKind::None,
+            scope: ThrottleScope::Connection,
+            analysis_period: crate::throttle::analyzer::DEFAULT_ANALYSIS_PERIOD,
+            sre: SreConfig::default(),
+            aimd: AimdConfig::ops(),
+        }
+    }
+}
+
+impl ResilienceConfig {
+    /// From the flags: `--retry N` bounds the retries; without it, an explicit `--retry-backoff`
+    /// spec's own count applies (`abfs`: 30), and with neither there are no retries. `unit` is
+    /// what aimd paces: requests (echo) or payload bytes (write, read).
+    pub fn from_args(c: &crate::cli::ResilienceArgs, unit: AimdUnit) -> Self {
+        let mut retry = c.retry_backoff.unwrap_or(RetryPolicy::abfs_legacy());
+        retry.max_retries = match (c.retry, c.retry_backoff) {
+            (Some(n), _) => n,
+            (None, Some(p)) => p.max_retries,
+            (None, None) => 0,
+        };
+        if retry.max_retries == 0 {
+            retry = RetryPolicy::none();
+        }
+        let aimd = match unit {
+            AimdUnit::Ops => AimdConfig::ops(),
+            AimdUnit::Bytes => AimdConfig::bytes(),
+        };
+        // The flag is per second (ops/s, or MB/s for bytes); the rate grows in steps of
+        // increase_interval.
+        let per_step = |per_s: f64| match unit {
+            AimdUnit::Ops => per_s,
+            AimdUnit::Bytes => per_s * 1048576.0,
+        } * aimd.increase_interval.as_secs_f64();
+        ResilienceConfig {
+            retry,
+            throttle: c.client_throttle,
+            scope: c.throttle_scope,
+            analysis_period: c.analysis_period,
+            sre: SreConfig {
+                k: c.sre_k,
+                window: c.sre_window,
+                ..SreConfig::default()
+            },
+            aimd: AimdConfig {
+                increase: c.aimd_increase.map_or(aimd.increase, per_step),
+                decrease_factor: c.aimd_decrease,
+                ..aimd
+            },
+        }
+    }
+
+    /// Whether requests go through `engine::resilience::request` (retries or a throttle).
+    pub fn active(&self) -> bool {
+        self.retry.max_retries > 0 || self.throttle != ThrottleKind::None
+    }
+
+    /// A new throttle of the configured kind.
+    pub fn build_throttle(&self, seed: u64) -> Arc<dyn ClientThrottle> {
+        match self.throttle {
+            ThrottleKind::Analyzer => Arc::new(AnalyzerThrottle::new(self.analysis_period)),
+            ThrottleKind::Sre => Arc::new(SreThrottle::new(self.sre, seed)),
+            ThrottleKind::Aimd => Arc::new(AimdThrottle::new(self.aimd)),
+            kind => kind.build(seed),
+        }
+    }
 }

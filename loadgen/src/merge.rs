@@ -5,12 +5,13 @@
 
 use crate::cli::MergeArgs;
 use crate::config::ReportConfig;
+use crate::error::UsageError;
 use crate::results::Results;
-use crate::{Summary, UsageError};
+use crate::run::Summary;
 
 pub fn run(args: &MergeArgs) -> Result<Summary, UsageError> {
     let report = ReportConfig::from_args(&args.report);
-    let output = crate::open_output(&report)?;
+    let output = crate::run::open_output(&report)?;
     let merged = merge_files(&args.files)?;
     let header = format!(
         "loadgen merge: {} result file(s), {} run(s)\ntarget: {}\n",
@@ -18,7 +19,7 @@ pub fn run(args: &MergeArgs) -> Result<Summary, UsageError> {
         merged.processes,
         merged.description.target
     );
-    crate::finish(header, merged, &report, output)
+    crate::run::finish(header, merged, &report, output)
 }
 
 pub fn merge_files(files: &[std::path::PathBuf]) -> Result<Results, UsageError> {

@@ -1,8 +1,8 @@
 //! How one request ended, and the per-worker statistics those outcomes accumulate into.
 
-use crate::workload::{Rpc, RpcKind};
 use common::proto::Result as OzoneResult;
 use common::stats::LatencyHistogram;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::error::Error as _;
 use std::fmt;
@@ -71,7 +71,7 @@ pub enum Answer {
     },
     Failure(Failure),
     /// The client throttle rejected the request locally (retries included): never sent, or its
-    /// last attempt never sent (see `crate::resilience`).
+    /// last attempt never sent (see `crate::engine::resilience`).
     LocallyRejected,
 }
 
@@ -117,6 +117,77 @@ impl Failure {
     }
 }
 
+/// Counts of the measured requests' attempts, retries and throttling.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResilienceCounts {
+    /// Attempts sent to the target (first attempts and retries).
+    pub attempts: u64,
+    /// Retries (attempts after the first, including those the throttle then rejected locally).
+    pub retries: u64,
+    /// The most retries one request took.
+    pub max_retries_per_request: u64,
+    /// Attempts the target rejected as over a limit (UNAVAILABLE / RESOURCE_EXHAUSTED).
+    pub rejections: u64,
+    /// Attempts the client throttle delayed (`Sleep`) before sending.
+    pub throttle_delays: u64,
+    /// Total time the client throttle made attempts sleep, in milliseconds.
+    pub throttle_delay_ms: u64,
+    /// Attempts the client throttle rejected locally (never sent).
+    pub local_rejections: u64,
+    /// Requests that ended locally rejected (their last attempt rejected by the throttle).
+    pub locally_rejected: u64,
+    /// Payload bytes of the requests that succeeded.
+    pub goodput_bytes: u64,
+}
+
+impl ResilienceCounts {
+    pub fn merge(&mut self, o: &ResilienceCounts) {
+        self.attempts += o.attempts;
+        self.retries += o.retries;
+        self.max_retries_per_request = self.max_retries_per_request.max(o.max_retries_per_request);
+        self.rejections += o.rejections;
+        self.throttle_delays += o.throttle_delays;
+        self.throttle_delay_ms += o.throttle_delay_ms;
+        self.local_rejections += o.local_rejections;
+        self.locally_rejected += o.locally_rejected;
+        self.goodput_bytes += o.goodput_bytes;
+    }
+
+    /// Attempts the client throttle acted on (delayed or rejected locally).
+    pub fn locally_throttled(&self) -> u64 {
+        self.throttle_delays + self.local_rejections
+    }
+
+    /// Adds the counts of one request (not `locally_rejected` and `goodput_bytes`, which the
+    /// request's end records).
+    pub fn add_request(&mut self, r: &RequestCounts) {
+        self.attempts += r.attempts;
+        self.retries += r.retries;
+        self.max_retries_per_request = self.max_retries_per_request.max(r.retries);
+        self.rejections += r.rejections;
+        self.throttle_delays += r.throttle_delays;
+        self.throttle_delay_ms += r.throttle_delay_ms;
+        self.local_rejections += r.local_rejections;
+    }
+}
+
+/// What one request's attempts did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    pub attempts: u64,
+    pub retries: u64,
+    pub rejections: u64,
+    pub throttle_delays: u64,
+    pub throttle_delay_ms: u64,
+    pub local_rejections: u64,
+}
+
+impl RequestCounts {
+    pub fn record_into(&self, stats: &mut WorkerStats) {
+        stats.resilience.add_request(self);
+    }
+}
+
 /// When one measured request happened, for the recorder.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
@@ -136,6 +207,46 @@ pub enum SendTiming {
     OnTime(Duration),
     /// Every worker was busy at the intended time: the send went out this long after it.
     Late(Duration),
+}
+
+/// The kinds of RPC, in report order. Statistics are kept per kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RpcKind {
+    Echo,
+    WriteChunk,
+    PutBlock,
+    GetBlock,
+    ReadChunk,
+}
+
+impl RpcKind {
+    pub const ALL: [RpcKind; 5] = [
+        RpcKind::Echo,
+        RpcKind::WriteChunk,
+        RpcKind::PutBlock,
+        RpcKind::GetBlock,
+        RpcKind::ReadChunk,
+    ];
+
+    /// The command type's name (`WriteChunk`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RpcKind::Echo => "Echo",
+            RpcKind::WriteChunk => "WriteChunk",
+            RpcKind::PutBlock => "PutBlock",
+            RpcKind::GetBlock => "GetBlock",
+            RpcKind::ReadChunk => "ReadChunk",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Index into per-kind arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// One kind of RPC's statistics (workloads whose units take several RPCs: write, read).
@@ -216,7 +327,7 @@ pub struct WorkerStats {
     /// Requests sent during the warm-up (not measured).
     pub warmup: u64,
     /// Retries, rejections and client-throttle decisions of the measured requests.
-    pub resilience: crate::resilience::ResilienceCounts,
+    pub resilience: ResilienceCounts,
     /// Payload bytes of the successful units (application writes' data).
     pub unit_bytes: u64,
     /// Per kind of RPC, for workloads whose units take several RPCs.
@@ -240,17 +351,25 @@ impl WorkerStats {
         self.first_messages.entry(kind).or_insert_with(message);
     }
 
-    /// Records one RPC of a multi-RPC unit: its latency from the first attempt and, when it
-    /// succeeded, the payload bytes its answer carried.
-    pub fn record_rpc(&mut self, rpc: &Rpc, latency: Duration, received: Option<u64>) {
-        self.bytes_sent += rpc.request_bytes;
-        let op = self.ops.entry(rpc.kind);
+    /// Records one RPC of a multi-RPC unit: its kind, the payload bytes it sent, its latency
+    /// from the first attempt and, when it succeeded, the payload bytes its answer carried and
+    /// the bytes that count as goodput.
+    pub fn record_rpc(
+        &mut self,
+        kind: RpcKind,
+        sent: u64,
+        latency: Duration,
+        received: Option<u64>,
+        goodput: u64,
+    ) {
+        self.bytes_sent += sent;
+        let op = self.ops.entry(kind);
         match received {
             Some(bytes) => {
                 op.success.record(latency);
-                op.bytes += rpc.request_bytes + bytes;
+                op.bytes += sent + bytes;
                 self.bytes_received += bytes;
-                self.resilience.goodput_bytes += rpc.goodput_bytes;
+                self.resilience.goodput_bytes += goodput;
             }
             None => op.failures += 1,
         }

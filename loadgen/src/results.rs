@@ -48,17 +48,7 @@ pub struct RunDescription {
     pub shape: Option<Shape>,
 }
 
-/// What the application and its output streams do (write, read).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Shape {
-    pub write_size: u64,
-    pub chunk_size: u64,
-    pub bytes_per_checksum: u64,
-    pub checksum: String,
-    pub checksum_mode: String,
-    pub block_size: u64,
-    pub flush_size: u64,
-}
+pub use crate::config::Shape;
 
 /// One operation kind's results (write and read): the unit (`write`, `read`) and each RPC kind.
 #[derive(Clone, Debug)]
@@ -88,8 +78,8 @@ impl OpResults {
 }
 
 /// The report's name and timer of each RPC kind.
-pub fn op_names(kind: crate::workload::RpcKind) -> (&'static str, &'static str) {
-    use crate::workload::RpcKind;
+pub fn op_names(kind: crate::outcome::RpcKind) -> (&'static str, &'static str) {
+    use crate::outcome::RpcKind;
     let timer = match kind {
         RpcKind::Echo => "rpc-payload",
         RpcKind::WriteChunk => "chunk-write",
@@ -301,7 +291,7 @@ pub struct Results {
     pub generator: Generator,
     pub series: Vec<IntervalPoint>,
     /// Retries, rejections, client throttling and goodput.
-    pub resilience: crate::resilience::ResilienceCounts,
+    pub resilience: crate::outcome::ResilienceCounts,
     /// write and read: per operation (`write`, `WriteChunk`, … `ReadChunk`).
     pub ops: BTreeMap<String, OpResults>,
     pub write: Option<WritePhase>,

@@ -8,11 +8,11 @@
 //! start (so an unreachable target fails at once and the clock starts with every connection
 //! ready). At the end a thread returns when its workers have ended, or aborts them when told to.
 
+use super::resilience::{Resilience, fresh_seed};
 use super::{Shared, WorkerContext, per_request, persistent};
 use crate::config::{RunConfig, Streams};
 use crate::connection;
 use crate::engine::recorder::{Flush, Recorder};
-use crate::resilience::fresh_seed;
 use crate::throttle::{ClientThrottle, ThrottleScope};
 use crate::workload::Workload;
 use std::cell::RefCell;
@@ -188,7 +188,7 @@ impl ThreadPlan {
                     fail_at_end: self.config.fail_at_end,
                     resilience: res
                         .active()
-                        .then(|| res.worker(Arc::clone(&throttles[idx % clients]))),
+                        .then(|| Resilience::new(res, Arc::clone(&throttles[idx % clients]))),
                 };
                 let c = idx % clients;
                 match (&conns, self.config.streams) {

@@ -19,7 +19,7 @@ mod per_request;
 mod persistent;
 pub mod recorder;
 pub mod request;
-pub mod schedule;
+pub mod resilience;
 pub mod slots;
 
 use crate::config::{RunConfig, StopAfter};
@@ -67,7 +67,7 @@ pub struct WorkerContext {
     pub timeout: Duration,
     pub fail_at_end: bool,
     /// Retry policy and client throttle (per-request streams); `None`: one attempt per request.
-    pub resilience: Option<crate::resilience::Resilience>,
+    pub resilience: Option<resilience::Resilience>,
 }
 
 /// What a finished run measured (the warm-up excluded).

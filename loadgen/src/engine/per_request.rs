@@ -11,8 +11,8 @@
 use super::WorkerContext;
 use super::request::{self, Backoff, Deadline};
 use crate::connection::unary::{UnaryClient, UnaryConnection};
+use crate::outcome::RequestCounts;
 use crate::outcome::{Answer, ErrorKind, Failure};
-use crate::resilience::RequestCounts;
 use crate::workload::{Rpc, WorkerLoad};
 use std::rc::Rc;
 use std::time::Instant;
@@ -133,7 +133,7 @@ impl Sender {
         let (last, counts) = match ctx.resilience.as_mut() {
             Some(res) => {
                 let (last, counts) =
-                    crate::resilience::request(&mut self.client, rpc, &mut self.deadline, res)
+                    super::resilience::request(&mut self.client, rpc, &mut self.deadline, res)
                         .await;
                 (last, Some(counts))
             }

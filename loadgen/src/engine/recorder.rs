@@ -61,12 +61,18 @@ impl Recorder {
         rpc: &Rpc,
         latency: Duration,
         received: Option<u64>,
-        counts: Option<&crate::resilience::RequestCounts>,
+        counts: Option<&crate::outcome::RequestCounts>,
     ) {
         if let Some(c) = counts {
             c.record_into(&mut self.stats);
         }
-        self.stats.record_rpc(rpc, latency, received);
+        self.stats.record_rpc(
+            rpc.kind,
+            rpc.request_bytes,
+            latency,
+            received,
+            rpc.goodput_bytes,
+        );
     }
 
     /// A failure of a worker's closing RPCs (no unit of their own): counted as a failure.
@@ -86,7 +92,7 @@ impl Recorder {
         sent: Instant,
         done: Instant,
         answer: Answer,
-        counts: Option<&crate::resilience::RequestCounts>,
+        counts: Option<&crate::outcome::RequestCounts>,
         unit_bytes: u64,
     ) -> bool {
         let epoch = self.shared.epoch.load(Relaxed);

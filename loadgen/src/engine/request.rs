@@ -3,7 +3,7 @@
 //!
 //! - [`attempt`]: one send on the wire (a new bidi stream, half-closed at once, one answer);
 //! - one RPC as the statistics count it: one attempt, or with `--retry` or a client throttle
-//!   `crate::resilience::request`, which runs the attempts under the throttle and the retry
+//!   `resilience::request`, which runs the attempts under the throttle and the retry
 //!   policy (`resilience::Attempts`). The workload then judges the answer.
 //!
 //! A `result != SUCCESS` answer is a failure in one place ([`ozone_failure`]) for both stream

@@ -11,7 +11,7 @@
 //! with the OS's fine-grained timer (tokio's timers have 1 ms granularity, too coarse here).
 
 use crate::config::{Load, StopAfter};
-use crate::engine::schedule::Plan;
+use crate::schedule::Plan;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -215,7 +215,7 @@ fn set_fine_timer_slack() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::schedule::RateSchedule;
+    use crate::schedule::RateSchedule;
 
     fn take_all(slots: &Slots) -> Vec<Slot> {
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -70,7 +70,7 @@ pub struct OpJson {
 #[derive(Serialize, Deserialize, Default)]
 pub struct ResilienceJson {
     #[serde(flatten)]
-    pub counts: crate::resilience::ResilienceCounts,
+    pub counts: crate::outcome::ResilienceCounts,
     pub locally_throttled: u64,
     pub goodput_bytes_per_s: f64,
     pub goodput_ops_per_s: f64,

@@ -8,8 +8,9 @@
 //! worker, in the order the state machine yields them (Ozone's `BlockOutputStream` and
 //! `BlockInputStream` do the same). Statistics are kept per unit and per [`RpcKind`].
 //!
-//! Workloads know no flags: their settings are plain values built by `crate::config`. They use
-//! only the protocol types and the encoding helper of the transport (`connection::unary`).
+//! Workloads know no flags, no engine and no statistics: their settings are plain values (the
+//! flags are resolved into them elsewhere). They use the protocol types, the domain
+//! (`outcome`, `throttle`) and the encoding helper of the transport (`connection::unary`).
 
 pub mod block;
 pub mod block_writer;
@@ -20,45 +21,7 @@ use crate::throttle::OpKind;
 use bytes::Bytes;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 
-/// The kinds of RPC, in report order. Statistics are kept per kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RpcKind {
-    Echo,
-    WriteChunk,
-    PutBlock,
-    GetBlock,
-    ReadChunk,
-}
-
-impl RpcKind {
-    pub const ALL: [RpcKind; 5] = [
-        RpcKind::Echo,
-        RpcKind::WriteChunk,
-        RpcKind::PutBlock,
-        RpcKind::GetBlock,
-        RpcKind::ReadChunk,
-    ];
-
-    /// The command type's name (`WriteChunk`).
-    pub fn name(self) -> &'static str {
-        match self {
-            RpcKind::Echo => "Echo",
-            RpcKind::WriteChunk => "WriteChunk",
-            RpcKind::PutBlock => "PutBlock",
-            RpcKind::GetBlock => "GetBlock",
-            RpcKind::ReadChunk => "ReadChunk",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
-    }
-
-    /// Index into per-kind arrays.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-}
+pub use crate::outcome::RpcKind;
 
 /// One RPC to send.
 #[derive(Clone, Debug)]

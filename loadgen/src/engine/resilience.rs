@@ -29,87 +29,14 @@
 use crate::engine::request::{self, Deadline};
 use crate::outcome::{ErrorKind, Failure};
 use crate::retry::{Pushback, RetryDecision, RetryPolicy, RetryState};
-use crate::throttle::{
-    AimdConfig, AimdThrottle, AimdUnit, AnalyzerThrottle, ClientThrottle, Decision, OpKind,
-    Outcome, SreConfig, SreThrottle, ThrottleKind, ThrottleScope,
-};
+use crate::throttle::{ClientThrottle, Decision, OpKind, Outcome};
 use crate::workload::Rpc;
 use rand::rngs::SmallRng;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tonic::Code;
 
-/// Counts of the measured requests' attempts, retries and throttling.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResilienceCounts {
-    /// Attempts sent to the target (first attempts and retries).
-    pub attempts: u64,
-    /// Retries (attempts after the first, including those the throttle then rejected locally).
-    pub retries: u64,
-    /// The most retries one request took.
-    pub max_retries_per_request: u64,
-    /// Attempts the target rejected as over a limit (UNAVAILABLE / RESOURCE_EXHAUSTED).
-    pub rejections: u64,
-    /// Attempts the client throttle delayed (`Sleep`) before sending.
-    pub throttle_delays: u64,
-    /// Total time the client throttle made attempts sleep, in milliseconds.
-    pub throttle_delay_ms: u64,
-    /// Attempts the client throttle rejected locally (never sent).
-    pub local_rejections: u64,
-    /// Requests that ended locally rejected (their last attempt rejected by the throttle).
-    pub locally_rejected: u64,
-    /// Payload bytes of the requests that succeeded.
-    pub goodput_bytes: u64,
-}
-
-impl ResilienceCounts {
-    pub fn merge(&mut self, o: &ResilienceCounts) {
-        self.attempts += o.attempts;
-        self.retries += o.retries;
-        self.max_retries_per_request = self.max_retries_per_request.max(o.max_retries_per_request);
-        self.rejections += o.rejections;
-        self.throttle_delays += o.throttle_delays;
-        self.throttle_delay_ms += o.throttle_delay_ms;
-        self.local_rejections += o.local_rejections;
-        self.locally_rejected += o.locally_rejected;
-        self.goodput_bytes += o.goodput_bytes;
-    }
-
-    /// Attempts the client throttle acted on (delayed or rejected locally).
-    pub fn locally_throttled(&self) -> u64 {
-        self.throttle_delays + self.local_rejections
-    }
-
-    /// Adds the counts of one request (not `locally_rejected` and `goodput_bytes`, which the
-    /// request's end records).
-    pub fn add_request(&mut self, r: &RequestCounts) {
-        self.attempts += r.attempts;
-        self.retries += r.retries;
-        self.max_retries_per_request = self.max_retries_per_request.max(r.retries);
-        self.rejections += r.rejections;
-        self.throttle_delays += r.throttle_delays;
-        self.throttle_delay_ms += r.throttle_delay_ms;
-        self.local_rejections += r.local_rejections;
-    }
-}
-
-/// What one request's attempts did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RequestCounts {
-    pub attempts: u64,
-    pub retries: u64,
-    pub rejections: u64,
-    pub throttle_delays: u64,
-    pub throttle_delay_ms: u64,
-    pub local_rejections: u64,
-}
-
-impl RequestCounts {
-    pub fn record_into(&self, stats: &mut crate::outcome::WorkerStats) {
-        stats.resilience.add_request(self);
-    }
-}
+pub use crate::outcome::{RequestCounts, ResilienceCounts};
 
 /// How an attempt's failure is handled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,97 +211,15 @@ pub async fn request(
     (last, attempts.counts())
 }
 
-/// The resolved `--retry`, `--retry-backoff`, `--client-throttle`, `--throttle-scope`,
-/// `--analysis-period`, `--sre-k` and `--sre-window` flags.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ResilienceConfig {
-    pub retry: RetryPolicy,
-    pub throttle: ThrottleKind,
-    pub scope: ThrottleScope,
-    /// The analyzer's analysis period (ABFS `fs.azure.analysis.period`).
-    pub analysis_period: Duration,
-    /// The sre throttle's settings (K and window from the flags).
-    pub sre: SreConfig,
-    /// The aimd throttle's settings (increase and decrease from the flags).
-    pub aimd: AimdConfig,
-}
+pub use crate::config::ResilienceConfig;
 
-impl Default for ResilienceConfig {
-    fn default() -> Self {
-        ResilienceConfig {
-            retry: RetryPolicy::none(),
-            throttle: ThrottleKind::None,
-            scope: ThrottleScope::Connection,
-            analysis_period: crate::throttle::analyzer::DEFAULT_ANALYSIS_PERIOD,
-            sre: SreConfig::default(),
-            aimd: AimdConfig::ops(),
-        }
-    }
-}
-
-impl ResilienceConfig {
-    /// From the flags: `--retry N` bounds the retries; without it, an explicit `--retry-backoff`
-    /// spec's own count applies (`abfs`: 30), and with neither there are no retries. `unit` is
-    /// what aimd paces: requests (echo) or payload bytes (write, read).
-    pub fn from_args(c: &crate::cli::ResilienceArgs, unit: AimdUnit) -> Self {
-        let mut retry = c.retry_backoff.unwrap_or(RetryPolicy::abfs_legacy());
-        retry.max_retries = match (c.retry, c.retry_backoff) {
-            (Some(n), _) => n,
-            (None, Some(p)) => p.max_retries,
-            (None, None) => 0,
-        };
-        if retry.max_retries == 0 {
-            retry = RetryPolicy::none();
-        }
-        let aimd = match unit {
-            AimdUnit::Ops => AimdConfig::ops(),
-            AimdUnit::Bytes => AimdConfig::bytes(),
-        };
-        // The flag is per second (ops/s, or MB/s for bytes); the rate grows in steps of
-        // increase_interval.
-        let per_step = |per_s: f64| match unit {
-            AimdUnit::Ops => per_s,
-            AimdUnit::Bytes => per_s * 1048576.0,
-        } * aimd.increase_interval.as_secs_f64();
-        ResilienceConfig {
-            retry,
-            throttle: c.client_throttle,
-            scope: c.throttle_scope,
-            analysis_period: c.analysis_period,
-            sre: SreConfig {
-                k: c.sre_k,
-                window: c.sre_window,
-                ..SreConfig::default()
-            },
-            aimd: AimdConfig {
-                increase: c.aimd_increase.map_or(aimd.increase, per_step),
-                decrease_factor: c.aimd_decrease,
-                ..aimd
-            },
-        }
-    }
-
+impl Resilience {
     /// A worker's settings with a throttle of its own connection's (or the process's).
-    pub fn worker(&self, throttle: Arc<dyn ClientThrottle>) -> Resilience {
+    pub fn new(config: &ResilienceConfig, throttle: Arc<dyn ClientThrottle>) -> Self {
         Resilience {
-            retry: self.retry,
+            retry: config.retry,
             throttle,
             rng: rand::SeedableRng::seed_from_u64(fresh_seed()),
-        }
-    }
-
-    /// Whether requests go through [`request`] (retries or a throttle).
-    pub fn active(&self) -> bool {
-        self.retry.max_retries > 0 || self.throttle != ThrottleKind::None
-    }
-
-    /// A new throttle of the configured kind.
-    pub fn build_throttle(&self, seed: u64) -> Arc<dyn ClientThrottle> {
-        match self.throttle {
-            ThrottleKind::Analyzer => Arc::new(AnalyzerThrottle::new(self.analysis_period)),
-            ThrottleKind::Sre => Arc::new(SreThrottle::new(self.sre, seed)),
-            ThrottleKind::Aimd => Arc::new(AimdThrottle::new(self.aimd)),
-            kind => kind.build(seed),
         }
     }
 }
@@ -393,6 +238,7 @@ pub fn refuses_retry(p: Option<Pushback>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::throttle::{AimdConfig, AimdUnit, SreConfig};
 
     #[test]
     fn limit_rejections_are_throttled_and_retryable_ozone_errors_are_final() {

@@ -3,7 +3,10 @@
 //! bad value is reported with the flag's name; [`crate::config`] turns the flags into a
 //! [`crate::config::RunConfig`] the engine uses.
 
-use crate::engine::schedule::RateSchedule;
+pub mod plot;
+pub mod sweep;
+
+use crate::schedule::RateSchedule;
 use crate::workload::block_writer::ChecksumMode;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use common::proto::ChecksumType;
@@ -32,10 +35,10 @@ pub enum Command {
     Merge(MergeArgs),
     /// Draw an SVG chart: of one JSON result (latency by percentile, throughput and latency per
     /// interval) or of columns of a CSV file (--csv FILE --x COL --y COL[,COL] --series COL).
-    Plot(Box<crate::plot::PlotArgs>),
+    Plot(Box<plot::PlotArgs>),
     /// Run a workload over a parameter matrix (loadgen flags and dn-sim settings through its
     /// admin endpoint); write one CSV, one JSON and one chart, print a markdown table.
-    Sweep(Box<crate::sweep::SweepArgs>),
+    Sweep(Box<sweep::SweepArgs>),
     /// Write blocks as Ozone's BlockOutputStream does (WriteChunk per chunk, PutBlock per flush
     /// and at block end); MB/s and writes/s, WriteChunk and PutBlock latency.
     Write(Box<WriteArgs>),
@@ -362,7 +365,7 @@ fn parse_positive_rate(s: &str) -> Result<f64, String> {
 
 fn parse_schedule(s: &str) -> Result<RateSchedule, String> {
     s.parse()
-        .map_err(|e: crate::engine::schedule::ScheduleError| e.to_string())
+        .map_err(|e: crate::schedule::ScheduleError| e.to_string())
 }
 
 fn parse_percentiles(s: &str) -> Result<Percentiles, String> {

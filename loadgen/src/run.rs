@@ -1,0 +1,508 @@
+//! One run: its target (an embedded dn-sim or a remote DataNode), its engine phases (one for
+//! echo; `write --then-read` and a `read` without a manifest have two), its results and their
+//! rendered reports.
+
+use crate::cli::Format;
+use crate::config::{ReportConfig, RunConfig, StopAfter, Streams, Target, WorkloadConfig};
+use crate::connection;
+use crate::engine::live::IntervalSink;
+use crate::engine::{Observers, TotalsSink};
+use crate::error::UsageError;
+use crate::report;
+use crate::report::progress::ProgressDisplay;
+use crate::results;
+use crate::results::{Results, RunDescription};
+use crate::workload;
+use crate::workload::Workload;
+use crate::workload::block::{BlockRead, BlockSink, BlockWrite};
+use crate::{config, engine, manifest};
+use std::fs::{File, OpenOptions};
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// A finished run (or merge) and its rendered reports.
+pub struct Summary {
+    /// What was run, against what.
+    pub header: String,
+    /// The report in the chosen `--format`.
+    pub report: String,
+    /// The text report (the same as `report` with `--format text`).
+    pub text: String,
+    pub results: Results,
+    /// Where the report was written (`--output`).
+    pub written_to: Option<std::path::PathBuf>,
+    format: Format,
+}
+
+impl Summary {
+    pub fn failures(&self) -> u64 {
+        self.results.failures()
+    }
+
+    pub fn successes(&self) -> u64 {
+        self.results.successes()
+    }
+
+    /// What `main` prints on stdout: the report, unless it went to a file; then, for json and
+    /// csv, the text report for the person watching.
+    pub fn stdout(&self) -> String {
+        match (&self.written_to, self.format) {
+            (None, Format::Text) => format!("{}\n{}", self.header, self.report),
+            (None, _) => self.report.clone(),
+            (Some(_), Format::Text) => String::new(),
+            (Some(_), _) => format!("{}\n{}", self.header, self.text),
+        }
+    }
+}
+
+/// What `plot` and `sweep` print on stdout (they write their files themselves).
+pub struct ToolOutput {
+    pub stdout: String,
+}
+
+/// The report file (`--output`), opened before the run so that a bad path fails at once. A csv
+/// file is appended to (one row per run, for sweeps); json and text replace the file.
+pub(crate) struct OutputFile {
+    file: File,
+    path: std::path::PathBuf,
+    /// csv: the file already has rows; append without a header.
+    pub(crate) has_rows: bool,
+}
+
+impl OutputFile {
+    pub(crate) fn open(
+        path: Option<&std::path::PathBuf>,
+        format: Format,
+    ) -> Result<Option<Self>, UsageError> {
+        let Some(path) = path else {
+            return Ok(None);
+        };
+        let err = |e: std::io::Error| UsageError(format!("--output {}: {e}", path.display()));
+        let (file, has_rows) = if format == Format::Csv {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(err)?;
+            let len = file.metadata().map_err(err)?.len();
+            (file, len > 0)
+        } else {
+            (File::create(path).map_err(err)?, false)
+        };
+        Ok(Some(Self {
+            file,
+            path: path.clone(),
+            has_rows,
+        }))
+    }
+
+    /// Writes the rendered report; returns where it went.
+    pub(crate) fn write(mut self, rendered: &str) -> Result<std::path::PathBuf, UsageError> {
+        self.file
+            .write_all(rendered.as_bytes())
+            .and_then(|_| self.file.flush())
+            .map_err(|e| UsageError(format!("--output {}: {e}", self.path.display())))?;
+        Ok(self.path)
+    }
+}
+
+pub(crate) fn open_output(report: &ReportConfig) -> Result<Option<OutputFile>, UsageError> {
+    OutputFile::open(report.output.as_ref(), report.format)
+}
+
+/// Renders `results` and writes them to `--output` if asked.
+pub(crate) fn finish(
+    header: String,
+    results: Results,
+    report: &ReportConfig,
+    output: Option<OutputFile>,
+) -> Result<Summary, UsageError> {
+    let text = report::text::render(&results, &report.percentiles);
+    let rendered = match report.format {
+        Format::Text => text.clone(),
+        Format::Json => report::json::render(&results, &report.percentiles),
+        Format::Csv => report::csv::render_with(
+            &results,
+            !output.as_ref().is_some_and(|o| o.has_rows),
+            &report.percentiles,
+        ),
+    };
+    let written_to = output.map(|out| out.write(&rendered)).transpose()?;
+    Ok(Summary {
+        header,
+        report: rendered,
+        text,
+        results,
+        written_to,
+        format: report.format,
+    })
+}
+
+pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
+    if let WorkloadConfig::Echo(echo) = &config.workload
+        && !echo.read_only
+    {
+        eprintln!(
+            "loadgen: warning: --read-only=false sends non-read-only echoes; a real DataNode runs write-path checks for them"
+        );
+    }
+    let output = open_output(&config.report)?;
+    // The embedded dn-sim runs on threads of its own; it stops when `_embedded` is dropped.
+    let (_embedded, uri, target_desc, address) = start_target(config)?;
+    let embedded = _embedded.is_some();
+    // The coordinator's runtime; connections and workers run on I/O threads of their own.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| UsageError(format!("cannot start the runtime: {e}")))?;
+    let target = Where {
+        uri: &uri,
+        address: &address,
+        embedded,
+    };
+    let results = runtime.block_on(async {
+        match &config.workload {
+            WorkloadConfig::Echo(echo) => {
+                let workload = Arc::new(workload::echo::Echo::new(
+                    echo,
+                    config.container_id,
+                    &config.datanode_uuid,
+                ));
+                let mut out = phase(config, &uri, workload, true).await?;
+                Ok(Results::from_run(
+                    RunDescription::of(config, &address),
+                    &mut out,
+                    embedded,
+                ))
+            }
+            WorkloadConfig::Write(w) => run_write(config, w, &target).await,
+            WorkloadConfig::Read(r) => run_read(config, r, &target).await,
+        }
+    })?;
+    finish(
+        header(config, &target_desc),
+        results,
+        &config.report,
+        output,
+    )
+}
+
+/// The target of a run: an embedded dn-sim (kept alive by the first field) or a remote one.
+type Started = (Option<dn_sim::EmbeddedServer>, String, String, String);
+
+fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
+    match &config.target {
+        Target::Embedded { threads } => {
+            let mut sim = dn_sim::Config::loopback();
+            let store = match &config.workload {
+                WorkloadConfig::Echo(_) => None,
+                // Data read back is kept in memory (as much as the run writes).
+                WorkloadConfig::Write(w) if !w.then_read => Some(dn_sim::store::StoreKind::Discard),
+                _ => Some(dn_sim::store::StoreKind::Memory),
+            };
+            let kind = if let Some(store) = store {
+                sim.containers = dn_sim::containers::ContainerIds::single(config.container_id);
+                sim.capacity = u64::MAX / 2;
+                let kind = if store == dn_sim::store::StoreKind::Discard {
+                    ", store discard"
+                } else {
+                    ", store memory"
+                };
+                sim.store = store;
+                kind
+            } else {
+                ""
+            };
+            let server = dn_sim::EmbeddedServer::start(sim, *threads)
+                .map_err(|e| UsageError(format!("cannot start the embedded dn-sim: {e:#}")))?;
+            let addr = server.local_addr();
+            let desc = format!(
+                "{addr} (embedded dn-sim started by loadgen{kind}, {threads} runtime thread(s))"
+            );
+            Ok((
+                Some(server),
+                format!("http://{addr}"),
+                desc,
+                addr.to_string(),
+            ))
+        }
+        Target::Remote(t) => {
+            let uri = connection::target_uri(t).map_err(|e| UsageError(e.to_string()))?;
+            Ok((None, uri, t.clone(), t.clone()))
+        }
+    }
+}
+
+struct Where<'a> {
+    uri: &'a str,
+    address: &'a str,
+    embedded: bool,
+}
+
+/// One engine run of `workload`. `live`: the run's observers (histogram log, metrics) are
+/// attached; the other phases of a run (a read's data set, a write's read-back) only show
+/// progress.
+async fn phase(
+    config: &RunConfig,
+    uri: &str,
+    workload: Arc<dyn Workload>,
+    live: bool,
+) -> Result<engine::RunOutput, UsageError> {
+    let mut metrics = match config.live.metrics_listen.filter(|_| live) {
+        Some(addr) => {
+            let (snapshot, local) = report::prometheus::serve(addr)
+                .await
+                .map_err(|e| UsageError(format!("--metrics-listen {addr}: cannot listen: {e}")))?;
+            eprintln!("loadgen: metrics on http://{local}/metrics");
+            Some(snapshot)
+        }
+        None => None,
+    };
+    let mut intervals: Vec<Box<dyn IntervalSink + Send>> = Vec::new();
+    if let Some(path) = config.live.histogram_log.as_ref().filter(|_| live) {
+        let start = std::time::SystemTime::now() + config.warmup;
+        let log = report::histogram_log::HistogramLog::create(path, start)
+            .map_err(|e| UsageError(format!("--histogram-log {}: {e}", path.display())))?;
+        intervals.push(Box::new(log));
+    }
+    let mut display = ProgressDisplay::new(std::io::stderr().is_terminal(), config.stop);
+    let mut progress = |p: &engine::Progress| display.update(p);
+    let observers = Observers {
+        progress: &mut progress,
+        intervals,
+        totals: metrics.as_mut().map(|m| m as &mut dyn TotalsSink),
+    };
+    let out = engine::run(config, uri, workload, observers).await;
+    display.finish();
+    out.map_err(UsageError)
+}
+
+/// Keeps the committed blocks for a read-back.
+#[derive(Default)]
+struct KeepBlocks(std::sync::Mutex<Vec<workload::block::Expected>>);
+
+impl KeepBlocks {
+    fn take(&self) -> Vec<workload::block::Expected> {
+        std::mem::take(
+            &mut self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
+impl BlockSink for KeepBlocks {
+    fn committed(&self, block: &common::proto::BlockData) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(workload::block::Expected::of_block(block));
+    }
+}
+
+/// Every sink gets every block.
+struct Sinks(Vec<Arc<dyn BlockSink>>);
+
+impl BlockSink for Sinks {
+    fn committed(&self, block: &common::proto::BlockData) {
+        for s in &self.0 {
+            s.committed(block);
+        }
+    }
+}
+
+const MB: f64 = 1048576.0;
+
+/// A write phase's results, with its `write` summary and unit operation.
+async fn write_phase(
+    config: &RunConfig,
+    shape: &workload::block_writer::WriteShape,
+    sink: Arc<dyn BlockSink>,
+    target: &Where<'_>,
+    live: bool,
+) -> Result<Results, UsageError> {
+    let workload = Arc::new(BlockWrite::new(
+        shape.clone(),
+        config.container_id,
+        &config.datanode_uuid,
+        sink,
+    ));
+    let tally = Arc::clone(&workload.tally);
+    let mut out = phase(config, target.uri, workload, live).await?;
+    let bytes = out.stats.unit_bytes;
+    let mut r = Results::from_run(
+        RunDescription::of(config, target.address),
+        &mut out,
+        target.embedded,
+    );
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    r.write = Some(results::WritePhase {
+        elapsed_s: secs,
+        writes: r.successes(),
+        bytes,
+        mb_per_s: bytes as f64 / MB / secs,
+        writes_per_s: r.successes() as f64 / secs,
+        blocks_committed: tally.blocks_committed.load(Relaxed),
+        goodput_series_bytes: r.series.iter().map(|p| p.goodput_bytes).collect(),
+    });
+    r.add_unit_op("write", bytes);
+    Ok(r)
+}
+
+/// A read phase over `blocks`, with its `read` summary and unit operation.
+async fn read_phase(
+    config: &RunConfig,
+    blocks: Arc<Vec<workload::block::Expected>>,
+    verify: bool,
+    v1: bool,
+    target: &Where<'_>,
+    live: bool,
+) -> Result<Results, UsageError> {
+    let workload = Arc::new(BlockRead::new(blocks, verify, v1, &config.datanode_uuid));
+    let tally = Arc::clone(&workload.tally);
+    let mut out = phase(config, target.uri, workload, live).await?;
+    let mut r = Results::from_run(
+        RunDescription::of(config, target.address),
+        &mut out,
+        target.embedded,
+    );
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    let bytes_read = tally.bytes_read.load(Relaxed);
+    r.read = Some(results::ReadPhase {
+        elapsed_s: secs,
+        blocks: tally.blocks_read.load(Relaxed),
+        chunks: tally.chunks_read.load(Relaxed),
+        bytes_read,
+        bytes_verified: tally.bytes_verified.load(Relaxed),
+        mb_per_s: bytes_read as f64 / MB / secs,
+        goodput_series_bytes: r.series.iter().map(|p| p.goodput_bytes).collect(),
+    });
+    r.add_unit_op("read", bytes_read);
+    Ok(r)
+}
+
+/// `loadgen write`: the measured write phase (blocks streamed to `--manifest`, kept only for
+/// `--then-read`), then the read-back if asked for and the writes all succeeded.
+async fn run_write(
+    config: &RunConfig,
+    w: &config::WriteConfig,
+    target: &Where<'_>,
+) -> Result<Results, UsageError> {
+    let mut sinks: Vec<Arc<dyn BlockSink>> = Vec::new();
+    let manifest = match &w.manifest {
+        Some(path) => {
+            let header = serde_json::to_value(&w.described).unwrap_or_default();
+            let m = manifest::ManifestWriter::create(path, header)
+                .map_err(|e| UsageError(format!("--manifest {}: {e}", path.display())))?;
+            let m = Arc::new(m);
+            sinks.push(Arc::clone(&m) as Arc<dyn BlockSink>);
+            Some((path, m))
+        }
+        None => None,
+    };
+    let kept = w.then_read.then(|| Arc::new(KeepBlocks::default()));
+    if let Some(k) = &kept {
+        sinks.push(Arc::clone(k) as Arc<dyn BlockSink>);
+    }
+    let sink: Arc<dyn BlockSink> = match sinks.len() {
+        0 => Arc::new(workload::block::NoSink),
+        1 => sinks.pop().expect("one sink"),
+        _ => Arc::new(Sinks(sinks)),
+    };
+    let mut results = write_phase(config, &w.shape, sink, target, true).await?;
+    if let Some((path, m)) = manifest {
+        m.finish()
+            .map_err(|e| UsageError(format!("--manifest {}: {e}", path.display())))?;
+    }
+    if let Some(kept) = kept
+        && results.failures() == 0
+        && !results.interrupted
+    {
+        let blocks = Arc::new(kept.take());
+        let read = config::ReadConfig {
+            shape: w.shape.clone(),
+            described: w.described.clone(),
+            blocks: Some(Arc::clone(&blocks)),
+            verify: true,
+            read_v1: w.read_v1,
+        };
+        let stop = StopAfter::Requests(blocks.len() as u64);
+        let read_config = config.phase(WorkloadConfig::Read(read), stop);
+        let r = read_phase(&read_config, blocks, true, w.read_v1, target, false).await?;
+        results.add_phase(&r);
+    }
+    Ok(results)
+}
+
+/// `loadgen read`: the blocks of `--manifest`, or a data set written first (closed loop, its
+/// own phase, `-n`/`--duration`); then the measured read of every block once.
+async fn run_read(
+    config: &RunConfig,
+    rc: &config::ReadConfig,
+    target: &Where<'_>,
+) -> Result<Results, UsageError> {
+    let (blocks, written) = match &rc.blocks {
+        Some(b) => (Arc::clone(b), None),
+        None => {
+            let kept = Arc::new(KeepBlocks::default());
+            let write = config::WriteConfig {
+                shape: rc.shape.clone(),
+                described: rc.described.clone(),
+                manifest: None,
+                then_read: true,
+                read_v1: rc.read_v1,
+            };
+            let write_config = config.phase(WorkloadConfig::Write(write), config.stop);
+            let sink = Arc::clone(&kept) as Arc<dyn BlockSink>;
+            let w = write_phase(&write_config, &rc.shape, sink, target, false).await?;
+            (Arc::new(kept.take()), Some(w))
+        }
+    };
+    let mut read_config = config.clone();
+    read_config.stop = StopAfter::Requests(blocks.len() as u64);
+    let total: u64 = blocks.iter().map(workload::block::Expected::bytes).sum();
+    read_config.resolve_bandwidth(total as f64 / blocks.len().max(1) as f64);
+    let mut results = read_phase(&read_config, blocks, rc.verify, rc.read_v1, target, true).await?;
+    if let Some(w) = written {
+        results.add_phase(&w);
+    }
+    Ok(results)
+}
+
+fn header(config: &RunConfig, target: &str) -> String {
+    let unit = match config.workload {
+        WorkloadConfig::Echo(_) => "requests",
+        WorkloadConfig::Write(_) => "application writes",
+        WorkloadConfig::Read(_) => "block reads",
+    };
+    let amount = match config.stop {
+        StopAfter::Requests(n) => format!("{n} {unit}"),
+        StopAfter::Elapsed(d) => format!("for {}", humantime::format_duration(d)),
+    };
+    let streams = match config.streams {
+        Streams::PerRequest => "a new stream per request".to_string(),
+        Streams::Persistent { pipeline } => {
+            format!("one stream per thread with {pipeline} request(s) in flight")
+        }
+    };
+    let load = match &config.load {
+        config::Load::Closed => "closed loop".to_string(),
+        config::Load::Open(plan) => format!("open loop at {}", plan.schedule()),
+    };
+    let warmup = if config.warmup.is_zero() {
+        String::new()
+    } else {
+        format!(
+            " after a {} warm-up",
+            humantime::format_duration(config.warmup)
+        )
+    };
+    format!(
+        "loadgen {}: {amount}{warmup}, {} thread(s) over {} connection(s), {streams}, {load}\ntarget: {target}\n",
+        config.workload.name(),
+        config.threads,
+        config.clients
+    )
+}
