@@ -1,8 +1,8 @@
 //! What a container relies on: the gRPC health service and `dn-sim healthcheck`, settings from
 //! `DN_SIM_*` and `OZONE-SITE.XML_*` environment variables, and one-line errors with exit code 2.
 
-use dn_sim::health::{check, XCEIVER_SERVICE};
 use dn_sim::Config;
+use dn_sim::health::{XCEIVER_SERVICE, check};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};

@@ -77,9 +77,11 @@ fn the_fixture_is_a_real_freon_capture() {
     assert!(text.contains("\r\n"), "not captured on a terminal");
     assert!(text.contains("Time: "), "no progress bar");
     assert!(report.iter().any(|l| l == "rpc-payload"));
-    assert!(report
-        .iter()
-        .any(|l| l.starts_with("Total execution time (sec): ")));
+    assert!(
+        report
+            .iter()
+            .any(|l| l.starts_with("Total execution time (sec): "))
+    );
 }
 
 #[test]
