@@ -285,3 +285,167 @@ fn a_sweep_over_the_write_size() {
     let mbs = |c: &serde_json::Value| c["result"]["write"]["mb_per_s"].as_f64().unwrap() * MB;
     assert!(mbs(&cells[0]) > 0.0 && mbs(&cells[1]) > 0.0);
 }
+
+/// One CSV line's fields (quoted fields may hold commas).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(String::new()),
+            c => fields.last_mut().unwrap().push(c),
+        }
+    }
+    fields
+}
+
+#[test]
+fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
+    let hlog = temp("write.hlog");
+    let csv = temp("write.csv");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let runner = {
+        let (addr, hlog, csv) = (addr.clone(), hlog.clone(), csv.clone());
+        std::thread::spawn(move || {
+            run(&[
+                "write",
+                "--rate-schedule",
+                "ramp:from=10,to=40,over=3s",
+                "-t",
+                "2",
+                "--write-size",
+                "64KB",
+                "--checksum",
+                "CRC32C",
+                "--report-interval",
+                "500ms",
+                "--metrics-listen",
+                &addr,
+                "--histogram-log",
+                hlog.to_str().unwrap(),
+                "--format",
+                "csv",
+                "--output",
+                csv.to_str().unwrap(),
+            ])
+        })
+    };
+    std::thread::sleep(Duration::from_millis(2000));
+    let scrape = {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(&addr).expect("metrics listener");
+        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        conn.read_to_string(&mut text).unwrap();
+        text
+    };
+    let s = runner.join().unwrap();
+    assert_eq!(s.failures(), 0, "{}", s.text);
+    // The ramp's own length: 3 s from 10 to 40 writes/s, 75 writes.
+    let d = &s.results.description;
+    assert_eq!(d.load, "open");
+    assert!(
+        d.rate_plan.as_deref().unwrap().starts_with("ramp:"),
+        "{d:?}"
+    );
+    let w = s.results.write.as_ref().unwrap();
+    assert!((60..=80).contains(&w.writes), "{} writes", w.writes);
+    let line = scrape
+        .lines()
+        .find(|l| l.starts_with("loadgen_requests_total{outcome=\"success\"}"))
+        .expect("success counter");
+    let live: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(live > 0 && live < w.writes, "{live} of {}", w.writes);
+
+    // The log's untagged histograms hold every application write once.
+    use hdrhistogram::serialization::Deserializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    let bytes = std::fs::read(&hlog).unwrap();
+    let mut logged = 0;
+    for entry in IntervalLogIterator::new(&bytes) {
+        if let LogEntry::Interval(h) = entry.expect("a well-formed log")
+            && h.tag().is_none()
+        {
+            use base64::Engine as _;
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(h.encoded_histogram())
+                .unwrap();
+            let hist: hdrhistogram::Histogram<u64> = Deserializer::new()
+                .deserialize(&mut raw.as_slice())
+                .unwrap();
+            logged += hist.len();
+        }
+    }
+    assert_eq!(logged, w.writes);
+
+    let text = std::fs::read_to_string(&csv).unwrap();
+    std::fs::remove_file(&csv).unwrap();
+    std::fs::remove_file(&hlog).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let names = csv_fields(lines[0]);
+    let values = csv_fields(lines[1]);
+    assert_eq!(names.len(), values.len(), "{text}");
+    let get = |n: &str| values[names.iter().position(|x| x == n).expect(n)].as_str();
+    assert!(get("rate_plan").starts_with("ramp:from=10,"), "{text}");
+    assert_eq!(get("workload"), "write");
+    assert_eq!(get("write_size_bytes"), "65536");
+    assert_eq!(get("checksum"), "CRC32C");
+    assert_eq!(get("writes"), w.writes.to_string());
+    assert!(!get("write_chunk_p99_ms").is_empty());
+}
+
+#[test]
+fn a_read_at_a_bandwidth_reads_every_block_once_at_about_that_rate() {
+    // 8 blocks of 1 MB (1 MB writes, 1 MB blocks) written to a dn-sim, then read back at
+    // 4 MB/s = 4 blocks/s: about 2 s.
+    let manifest = temp("read-rate.jsonl");
+    let server = dn_sim::EmbeddedServer::start(dn_sim::Config::loopback(), 1).unwrap();
+    let target = server.local_addr().to_string();
+    let w = run(&[
+        "write",
+        "--target",
+        &target,
+        "-n",
+        "8",
+        "-t",
+        "2",
+        "--write-size",
+        "1MB",
+        "--block-size",
+        "1MB",
+        "--manifest",
+        manifest.to_str().unwrap(),
+    ]);
+    assert_eq!(w.failures(), 0, "{}", w.text);
+    let started = Instant::now();
+    let r = run(&[
+        "read",
+        "--target",
+        &target,
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--rate",
+        "4MB/s",
+        "-t",
+        "2",
+    ]);
+    let took = started.elapsed();
+    std::fs::remove_file(&manifest).unwrap();
+    assert_eq!(r.failures(), 0, "{}", r.text);
+    let read = r.results.read.as_ref().unwrap();
+    assert_eq!(read.blocks, 8);
+    assert_eq!(read.bytes_verified, 8 << 20);
+    assert_eq!(r.results.description.rate_plan.as_deref(), Some("4/s"));
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+}
