@@ -474,13 +474,19 @@ async fn run_read(
 fn header(config: &RunConfig, target: &str) -> String {
     let unit = match config.workload {
         WorkloadConfig::Echo(_) => "requests",
-        WorkloadConfig::Write(_) => "application writes",
-        WorkloadConfig::Read(_) => "block reads",
+        WorkloadConfig::Write(_) | WorkloadConfig::Read(_) => "application writes",
     };
-    let amount = match config.stop {
+    let mut amount = match config.stop {
         StopAfter::Requests(n) => format!("{n} {unit}"),
         StopAfter::Elapsed(d) => format!("for {}", humantime::format_duration(d)),
     };
+    // A read's -n/--duration are its data set's; then every block is read once.
+    if let WorkloadConfig::Read(r) = &config.workload {
+        amount = match &r.blocks {
+            Some(b) => format!("every block of the manifest ({}) once", b.len()),
+            None => format!("a data set written first ({amount}), every block once"),
+        };
+    }
     let streams = match config.streams {
         Streams::PerRequest => "a new stream per request".to_string(),
         Streams::Persistent { pipeline } => {

@@ -336,16 +336,25 @@ fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
             ])
         })
     };
-    std::thread::sleep(Duration::from_millis(2000));
-    let scrape = {
+    // Scraped while the run goes on, until the first closed intervals show successes.
+    let scrape = || -> Option<u64> {
         use std::io::{Read, Write};
-        let mut conn = std::net::TcpStream::connect(&addr).expect("metrics listener");
+        let mut conn = std::net::TcpStream::connect(&addr).ok()?;
         conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
+            .ok()?;
         let mut text = String::new();
-        conn.read_to_string(&mut text).unwrap();
-        text
+        conn.read_to_string(&mut text).ok()?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("loadgen_requests_total{outcome=\"success\"}"))?;
+        line.rsplit(' ').next()?.parse().ok()
     };
+    let mut live = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while live == 0 && !runner.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        live = scrape().unwrap_or(0);
+    }
     let s = runner.join().unwrap();
     assert_eq!(s.failures(), 0, "{}", s.text);
     // The ramp's own length: 3 s from 10 to 40 writes/s, 75 writes.
@@ -357,11 +366,6 @@ fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
     );
     let w = s.results.write.as_ref().unwrap();
     assert!((60..=80).contains(&w.writes), "{} writes", w.writes);
-    let line = scrape
-        .lines()
-        .find(|l| l.starts_with("loadgen_requests_total{outcome=\"success\"}"))
-        .expect("success counter");
-    let live: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(live > 0 && live < w.writes, "{live} of {}", w.writes);
 
     // The log's untagged histograms hold every application write once.
