@@ -453,3 +453,44 @@ fn a_read_at_a_bandwidth_reads_every_block_once_at_about_that_rate() {
         "{took:?}"
     );
 }
+
+#[test]
+fn plot_of_a_write_result_shows_the_spectrum_and_the_series() {
+    use clap::Parser;
+    let json = temp("plot-write.json");
+    run(&[
+        "write",
+        "--duration",
+        "800ms",
+        "--report-interval",
+        "100ms",
+        "-t",
+        "2",
+        "--write-size",
+        "128KB",
+        "--checksum",
+        "NONE",
+        "--format",
+        "json",
+        "--output",
+        json.to_str().unwrap(),
+    ]);
+    let svg = json.with_extension("svg");
+    let cli = loadgen::cli::Cli::try_parse_from([
+        "loadgen",
+        "plot",
+        json.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+    ])
+    .unwrap();
+    loadgen::run_tool(&cli)
+        .unwrap()
+        .expect("the chart is drawn");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_file(&json).unwrap();
+    std::fs::remove_file(&svg).unwrap();
+    for needle in ["latency by percentile", "throughput (calls/s)", "99.9"] {
+        assert!(text.contains(needle), "{needle} not in the chart");
+    }
+}

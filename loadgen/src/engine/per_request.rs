@@ -87,14 +87,16 @@ impl Sender {
     ) -> (Answer, Option<RequestCounts>) {
         let mut received = 0;
         while let Some(rpc) = load.next() {
-            let started = Instant::now();
-            let (answer, counts) = self.rpc(ctx, load, &rpc).await;
             if self.single {
+                // The unit is the RPC: its timing and counts are the unit's.
+                let (answer, counts) = self.rpc(ctx, load, &rpc).await;
                 if !matches!(answer, Answer::Success { .. }) {
                     load.failed();
                 }
                 return (answer, counts);
             }
+            let started = Instant::now();
+            let (answer, counts) = self.rpc(ctx, load, &rpc).await;
             if measured {
                 let ok = match &answer {
                     Answer::Success { bytes } => Some(*bytes),
