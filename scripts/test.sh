@@ -71,6 +71,9 @@ case "$status" in
     *) cat target/bench-vs-freon.md; tail -30 target/bench-vs-freon.log; exit 1 ;;
 esac
 
+echo "== fuzzing, short (scripts/fuzz.sh: decode_request, store_sequence, http2_client_frames, 15 s each; installs cargo-fuzz when missing)"
+scripts/fuzz.sh --seconds 15
+
 echo "== tests"
 tests_status=0
 if cargo nextest --version >/dev/null 2>&1; then

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seeds of fuzz/corpus/ (decode_request: valid encoded requests and
+responses of the DataNode client protocol; http2_client_frames: server byte streams with SETTINGS,
+HEADERS with :status and grpc-status, DATA, trailers, CONTINUATION, PING, WINDOW_UPDATE,
+RST_STREAM, GOAWAY). store_sequence's seeds are inputs libFuzzer found, minimised (`cargo fuzz
+cmin`), since `arbitrary`'s byte layout is not written by hand. Deterministic: rerunning it
+rewrites the same files. Usage: fuzz/seeds.py (from anywhere)."""
+
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---- protobuf ----
+def varint(n):
+    if n < 0:
+        n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def f_varint(field, n):
+    return varint(field << 3) + varint(n)
+
+
+def f_bytes(field, b):
+    if isinstance(b, str):
+        b = b.encode()
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def block_id(container, local, bcs=None):
+    m = f_varint(1, container) + f_varint(2, local)
+    if bcs is not None:
+        m += f_varint(3, bcs)
+    return m
+
+
+def checksum_data(kind=2, bpc=16384, sums=()):
+    m = f_varint(1, kind) + f_varint(2, bpc)
+    for s in sums:
+        m += f_bytes(3, s)
+    return m
+
+
+def chunk_info(offset, length, name=None):
+    return (
+        f_bytes(1, name or f"1_chunk_{offset}")
+        + f_varint(2, offset)
+        + f_varint(3, length)
+        + f_bytes(5, checksum_data(sums=[b"\x00\x01\x02\x03"]))
+    )
+
+
+def envelope(cmd, container=1, extra=b""):
+    return f_varint(1, cmd) + f_varint(3, container) + f_bytes(4, "dn-sim-uuid") + extra
+
+
+def requests():
+    data = bytes(range(64))
+    bd = f_bytes(1, block_id(1, 5)) + f_bytes(4, chunk_info(0, 64)) + f_varint(5, 64)
+    return {
+        "echo": envelope(22, extra=f_bytes(26, f_bytes(1, b"hello") + f_varint(2, 16))),
+        "echo-empty": envelope(22, extra=f_bytes(26, b"")),
+        "create-container": envelope(1, extra=f_bytes(6, f_varint(5, 1))),
+        "read-container": envelope(2, extra=f_bytes(7, b"")),
+        "close-container": envelope(17, extra=f_bytes(11, b"")),
+        "delete-container": envelope(4, extra=f_bytes(9, f_varint(2, 1))),
+        "write-chunk": envelope(
+            12,
+            extra=f_bytes(17, f_bytes(1, block_id(1, 5)) + f_bytes(2, chunk_info(0, 64)) + f_bytes(3, data)),
+        ),
+        "write-chunk-put": envelope(
+            12,
+            extra=f_bytes(
+                17,
+                f_bytes(1, block_id(1, 5))
+                + f_bytes(2, chunk_info(0, 64))
+                + f_bytes(3, data)
+                + f_bytes(4, f_bytes(1, bd) + f_varint(2, 1)),
+            ),
+        ),
+        "put-block": envelope(6, extra=f_bytes(12, f_bytes(1, bd) + f_varint(2, 1))),
+        "get-block": envelope(7, extra=f_bytes(13, f_bytes(1, block_id(1, 5, bcs=0)))),
+        "read-chunk-v1": envelope(
+            10, extra=f_bytes(16, f_bytes(1, block_id(1, 5)) + f_bytes(2, chunk_info(0, 64)) + f_varint(3, 1))
+        ),
+        "list-block": envelope(9, extra=f_bytes(15, f_varint(2, 0) + f_varint(3, 10))),
+        "committed-length": envelope(18, extra=f_bytes(22, f_bytes(1, block_id(1, 5)))),
+        "put-small-file": envelope(
+            15,
+            extra=f_bytes(
+                20, f_bytes(1, f_bytes(1, bd)) + f_bytes(2, chunk_info(0, 64)) + f_bytes(3, data)
+            ),
+        ),
+        "get-small-file": envelope(16, extra=f_bytes(21, f_bytes(1, f_bytes(1, block_id(1, 5))))),
+        "finalize-block": envelope(21, extra=f_bytes(25, f_bytes(1, block_id(1, 5)))),
+        # Invalid ones: a missing required field, an unknown cmdType.
+        "missing-localid": envelope(7, extra=f_bytes(13, f_bytes(1, f_varint(1, 1)))),
+        "unknown-cmdtype": envelope(99),
+        # Responses (the same bytes are also decoded as a response).
+        "resp-write-chunk": f_varint(1, 12) + f_varint(3, 1) + f_bytes(15, b""),
+        "resp-read-chunk": f_varint(1, 10)
+        + f_varint(3, 1)
+        + f_bytes(16, f_bytes(1, block_id(1, 5)) + f_bytes(2, chunk_info(0, 4)) + f_bytes(4, f_bytes(1, b"ab") + f_bytes(1, b"cd"))),
+        "resp-error": f_varint(1, 12) + f_varint(3, 36) + f_bytes(4, "Container is unhealthy"),
+    }
+
+
+# ---- HTTP/2 ----
+def frame(kind, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def settings(*pairs, ack=False):
+    return frame(0x4, 0x1 if ack else 0, 0, b"".join(struct.pack(">HI", k, v) for k, v in pairs))
+
+
+def hpack_literal(name, value):
+    # Literal header field without indexing, new name (RFC 7541 §6.2.2).
+    name, value = name.encode(), value.encode()
+    assert len(name) < 127 and len(value) < 127
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def hpack_indexed_literal(name, value):
+    # Literal with incremental indexing, new name: enters the dynamic table.
+    name, value = name.encode(), value.encode()
+    return b"\x40" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+STATUS_200 = b"\x88"  # static table index 8
+HEADERS, DATA, RST, PING, GOAWAY, WINDOW, CONT = 0x1, 0x0, 0x3, 0x6, 0x7, 0x8, 0x9
+END_STREAM, END_HEADERS, PADDED = 0x1, 0x4, 0x8
+
+
+def response_headers(stream):
+    block = STATUS_200 + hpack_literal("content-type", "application/grpc")
+    return frame(HEADERS, END_HEADERS, stream, block)
+
+
+def grpc_message(payload):
+    return b"\x00" + struct.pack(">I", len(payload)) + payload
+
+
+def trailers(stream, status="0", message=None):
+    block = hpack_literal("grpc-status", status)
+    if message:
+        block += hpack_literal("grpc-message", message)
+    return frame(HEADERS, END_HEADERS | END_STREAM, stream, block)
+
+
+def answer(stream, payload=b"\x08\x16\x18\x01"):
+    return response_headers(stream) + frame(DATA, 0, stream, grpc_message(payload)) + trailers(stream)
+
+
+# Option byte (see fuzz_targets/http2_client_frames.rs): bits 0-2 exchanges-1, bit 3 large first
+# request, bit 4 prepend SETTINGS, bits 5-7 write piece size.
+def opts(calls=1, large=False, prepend=False, piece=0):
+    return bytes([(calls - 1) | (0x8 if large else 0) | (0x10 if prepend else 0) | (piece << 5)])
+
+
+def http2_streams():
+    s = settings((0x3, 100), (0x4, 65535), (0x5, 16384))
+    ack = settings(ack=True)
+    one = answer(1)
+    two = answer(1) + answer(3)
+    return {
+        "one-answer": opts(1) + s + ack + one,
+        "two-answers-split": opts(2, piece=1) + s + ack + two,
+        "trailers-only-unavailable": opts(1)
+        + s
+        + frame(HEADERS, END_HEADERS | END_STREAM, 1, STATUS_200 + hpack_literal("grpc-status", "14") + hpack_literal("grpc-message", "try%20again") + hpack_literal("grpc-retry-pushback-ms", "10")),
+        "continuation": opts(1)
+        + s
+        + frame(HEADERS, 0, 1, STATUS_200)
+        + frame(CONT, END_HEADERS, 1, hpack_literal("content-type", "application/grpc"))
+        + frame(DATA, END_STREAM, 1, grpc_message(b"")),
+        "padded-data": opts(1)
+        + s
+        + response_headers(1)
+        + frame(DATA, PADDED, 1, b"\x03" + grpc_message(b"ab") + b"\x00\x00\x00")
+        + trailers(1),
+        "dynamic-table": opts(2)
+        + s
+        + frame(HEADERS, END_HEADERS, 1, STATUS_200 + hpack_indexed_literal("grpc-status", "0"))
+        + frame(DATA, END_STREAM, 1, grpc_message(b""))
+        + frame(HEADERS, END_HEADERS | END_STREAM, 3, STATUS_200 + b"\xbe"),  # index 62: the entry above
+        "window-for-large": opts(1, large=True)
+        + s
+        + frame(WINDOW, 0, 0, struct.pack(">I", 1 << 20))
+        + frame(WINDOW, 0, 1, struct.pack(">I", 1 << 20))
+        + one,
+        "initial-window-zero": opts(2, large=True) + settings((0x4, 0)) + settings((0x4, 1 << 20)) + two,
+        "max-streams-one": opts(3) + settings((0x3, 1)) + one + answer(3) + answer(5),
+        "ping-and-rst": opts(2)
+        + s
+        + frame(PING, 0, 0, b"12345678")
+        + frame(RST, 0, 1, struct.pack(">I", 8))
+        + answer(3),
+        "goaway": opts(3) + s + one + frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0) + b"bye"),
+        "prepended-settings": opts(1, prepend=True, piece=3) + one,
+        "not-settings": opts(1) + frame(PING, 0, 0, b"12345678"),
+    }
+
+
+def write(target, seeds):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(d, f"seed-{name}"), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    write("decode_request", requests())
+    write("http2_client_frames", http2_streams())
