@@ -494,3 +494,77 @@ fn plot_of_a_write_result_shows_the_spectrum_and_the_series() {
         assert!(text.contains(needle), "{needle} not in the chart");
     }
 }
+
+#[test]
+fn with_fail_at_end_a_failed_write_abandons_its_block_and_the_stream_goes_on() {
+    // One WriteChunk in ten fails (UNAVAILABLE, no retries): each failure leaves its block
+    // uncommitted and the stream starts a new one; every committed block reads back whole.
+    let mut config = dn_sim::Config::loopback();
+    config.seed = 11;
+    config.live = dn_sim::dispatcher::LiveSettings {
+        faults: dn_sim::fault::FaultPlan::from_args(["write_chunk=grpc:UNAVAILABLE:0.1"])
+            .expect("valid faults"),
+        ..Default::default()
+    };
+    let server = dn_sim::EmbeddedServer::start(config, 1).unwrap();
+    let target = server.local_addr().to_string();
+    let manifest = temp("abandon.jsonl");
+    let w = run(&[
+        "write",
+        "--target",
+        &target,
+        "-n",
+        "200",
+        "-t",
+        "2",
+        "--write-size",
+        "64KB",
+        "--chunk-size",
+        "64KB",
+        "--block-size",
+        "256KB",
+        "--flush-size",
+        "256KB",
+        "-f",
+        "--manifest",
+        manifest.to_str().unwrap(),
+    ]);
+    let failed = support::errors_of(&w, "grpc:UNAVAILABLE").unwrap_or(0);
+    assert!(failed > 0, "{}", w.text);
+    assert_eq!(w.failures(), failed, "{}", w.text);
+    let written = w.results.write.as_ref().unwrap();
+    assert_eq!(written.writes + failed, 200, "every write ends once");
+    assert!(written.blocks_committed > 0);
+    let r = run(&[
+        "read",
+        "--target",
+        &target,
+        "--manifest",
+        manifest.to_str().unwrap(),
+    ]);
+    let blocks = loadgen::manifest::read(&manifest).unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    assert_eq!(r.failures(), 0, "{}", r.text);
+    let read = r.results.read.as_ref().unwrap();
+    assert_eq!(read.blocks, written.blocks_committed);
+    assert_eq!(read.bytes_verified, read.bytes_read);
+    assert_eq!(read.bytes_read, blocks.iter().map(|b| b.size).sum::<u64>());
+    // Whole blocks, but for each stream's last one, closed at the end.
+    let full = blocks.iter().filter(|b| b.size == 256 * 1024).count();
+    assert!(
+        full + 2 >= blocks.len(),
+        "{full} of {} blocks full",
+        blocks.len()
+    );
+    for b in &blocks {
+        let mut offset = 0;
+        for c in &b.chunks {
+            assert_eq!(
+                c.offset, offset,
+                "contiguous chunks in block {}",
+                b.local_id
+            );
+            offset += c.len;
+        }
+    }
+}
