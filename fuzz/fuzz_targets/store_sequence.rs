@@ -19,8 +19,9 @@ use common::proto::{
     BlockData, ChecksumData, ChecksumType, ChunkInfo, CloseContainerRequestProto,
     ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response,
     CreateContainerRequestProto, DatanodeBlockId, DeleteContainerRequestProto,
-    GetBlockRequestProto, PutBlockRequestProto, ReadChunkRequestProto, ReadChunkVersion,
-    ReadContainerRequestProto, Result as OzoneResult, Type, WriteChunkRequestProto,
+    GetBlockRequestProto, GetCommittedBlockLengthRequestProto, PutBlockRequestProto,
+    ReadChunkRequestProto, ReadChunkVersion, ReadContainerRequestProto, Result as OzoneResult,
+    Type, WriteChunkRequestProto,
 };
 use common::wire::RequiredFields;
 use dn_sim::dispatcher::{Dispatcher, LiveSettings, NodeIdentity, Outcome};
@@ -64,6 +65,16 @@ enum NewState {
     Unhealthy,
 }
 
+/// A PutBlock piggybacked on a WriteChunk (what Ozone's client sends at the end of a block).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+struct Piggyback {
+    /// For the next block rather than the written one.
+    other: bool,
+    chunk_len: u8,
+    eof: Option<bool>,
+    bad_size: bool,
+}
+
 #[derive(Arbitrary, Debug)]
 enum Op {
     Create {
@@ -87,6 +98,7 @@ enum Op {
         len: u16,
         skew: Skew,
         seed: u8,
+        put: Option<Piggyback>,
     },
     Read {
         c: u8,
@@ -103,6 +115,10 @@ enum Op {
         bad_size: bool,
     },
     Get {
+        c: u8,
+        block: u8,
+    },
+    CommittedLength {
         c: u8,
         block: u8,
     },
@@ -441,6 +457,7 @@ async fn run(input: Input) {
                 len,
                 skew,
                 seed,
+                put,
             } => {
                 let c = usize::from(c) % CONTAINERS;
                 let block = usize::from(block) % BLOCKS;
@@ -455,11 +472,29 @@ async fn run(input: Input) {
                     Skew::Short => len.saturating_sub(1),
                     Skew::Long => len + 1,
                 };
+                let put = put.map(|p| {
+                    let pblock = if p.other { (block + 1) % BLOCKS } else { block };
+                    (pblock, u64::from(p.chunk_len % 3), p)
+                });
                 let mut req = request(Type::WriteChunk, c);
                 req.write_chunk = Some(WriteChunkRequestProto {
                     block_id: bid(c, block),
                     chunk_data: Some(chunk(off, len)),
                     data: Some(data(actual as usize, seed)),
+                    block: put.map(|(pblock, chunk_len, p)| PutBlockRequestProto {
+                        block_data: BlockData {
+                            block_id: bid(c, pblock),
+                            chunks: if chunk_len > 0 {
+                                vec![chunk(0, chunk_len)]
+                            } else {
+                                vec![]
+                            },
+                            size: p.bad_size.then_some(chunk_len as i64 + 1),
+                            ..Default::default()
+                        },
+                        eof: p.eof,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 });
                 let end = off + len;
@@ -495,11 +530,37 @@ async fn run(input: Input) {
                                 model.used += growth;
                             }
                         }
-                        Expect::Result(OzoneResult::Success)
+                        // The piggybacked PutBlock, after the write (which stays written).
+                        match put {
+                            None => (Expect::Result(OzoneResult::Success), Then::Written(None)),
+                            // A malformed one: 2.2's IO_EXCEPTION "Write Chunk failed".
+                            Some((_, _, p)) if p.bad_size => (
+                                model.after_write(c, OzoneResult::IoException),
+                                Then::Nothing,
+                            ),
+                            Some((pblock, chunk_len, p)) => {
+                                let m = model.containers[c].as_mut().unwrap();
+                                let pb = &mut m.blocks[pblock];
+                                // Absent `eof` is false for a piggybacked PutBlock.
+                                if p.eof.unwrap_or(false) && chunk_len > 0 && !pb.exists {
+                                    (
+                                        model.after_write(c, OzoneResult::UnableToFindChunk),
+                                        Then::Nothing,
+                                    )
+                                } else {
+                                    pb.committed = Some(chunk_len as i64);
+                                    (
+                                        Expect::Result(OzoneResult::Success),
+                                        Then::Written(Some(chunk_len as i64)),
+                                    )
+                                }
+                            }
+                        }
                     }
-                    Err(e) => model.after_write(c, e),
+                    Err(e) => (model.after_write(c, e), Then::Nothing),
                 };
-                (Type::WriteChunk, req, expect, Then::Nothing)
+                let (expect, then) = expect;
+                (Type::WriteChunk, req, expect, then)
             }
             Op::Read {
                 c,
@@ -632,6 +693,25 @@ async fn run(input: Input) {
                 };
                 (Type::GetBlock, req, expect, then)
             }
+            Op::CommittedLength { c, block } => {
+                let c = usize::from(c) % CONTAINERS;
+                let block = usize::from(block) % BLOCKS;
+                let mut req = request(Type::GetCommittedBlockLength, c);
+                req.get_committed_block_length = Some(GetCommittedBlockLengthRequestProto {
+                    block_id: bid(c, block),
+                });
+                let (expect, then) = match &model.containers[c] {
+                    None => (
+                        Expect::Result(OzoneResult::ContainerNotFound),
+                        Then::Nothing,
+                    ),
+                    Some(m) => match m.blocks[block].committed {
+                        None => (Expect::Result(OzoneResult::NoSuchBlock), Then::Nothing),
+                        Some(size) => (Expect::Result(OzoneResult::Success), Then::Length(size)),
+                    },
+                };
+                (Type::GetCommittedBlockLength, req, expect, then)
+            }
         };
         let outcome = dispatcher
             .dispatch(over_the_wire(&req), &mut rng, false)
@@ -673,6 +753,9 @@ enum Then {
         v1: bool,
     },
     Committed(i64),
+    /// A WriteChunk's answer: `committedBlockLength` only with a piggybacked PutBlock.
+    Written(Option<i64>),
+    Length(i64),
     Block(i64),
     Container {
         state: State,
@@ -699,6 +782,21 @@ impl Then {
             Then::Committed(size) => {
                 let put = resp.put_block.as_ref().expect("putBlock");
                 assert_eq!(put.committed_block_length.block_length, *size, "{op:?}");
+            }
+            Then::Written(size) => {
+                let write = resp.write_chunk.as_ref().expect("writeChunk");
+                let got = write
+                    .committed_block_length
+                    .as_ref()
+                    .map(|l| l.block_length);
+                assert_eq!(got, *size, "{op:?}");
+            }
+            Then::Length(size) => {
+                let got = resp
+                    .get_committed_block_length
+                    .as_ref()
+                    .expect("getCommittedBlockLength");
+                assert_eq!(got.block_length, *size, "{op:?}");
             }
             Then::Block(size) => {
                 let get = resp.get_block.as_ref().expect("getBlock");
