@@ -3,6 +3,7 @@ use dn_sim::cli::{Args, Cli, Command};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    dn_sim::server::tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
