@@ -321,6 +321,8 @@ fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
                 "2",
                 "--write-size",
                 "64KB",
+                "--chunk-size",
+                "64KB",
                 "--checksum",
                 "CRC32C",
                 "--report-interval",
@@ -337,23 +339,28 @@ fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
         })
     };
     // Scraped while the run goes on, until the first closed intervals show successes.
-    let scrape = || -> Option<u64> {
+    let scrape = || -> Option<(u64, u64)> {
         use std::io::{Read, Write};
         let mut conn = std::net::TcpStream::connect(&addr).ok()?;
         conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             .ok()?;
         let mut text = String::new();
         conn.read_to_string(&mut text).ok()?;
+        let value = |prefix: &str| -> Option<u64> {
+            let line = text.lines().find(|l| l.starts_with(prefix))?;
+            line.rsplit(' ').next()?.parse().ok()
+        };
+        let chunks = value("loadgen_rpcs_total{kind=\"WriteChunk\",outcome=\"success\"}")?;
         let line = text
             .lines()
             .find(|l| l.starts_with("loadgen_requests_total{outcome=\"success\"}"))?;
-        line.rsplit(' ').next()?.parse().ok()
+        Some((line.rsplit(' ').next()?.parse().ok()?, chunks))
     };
-    let mut live = 0;
+    let (mut live, mut live_chunks) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(20);
     while live == 0 && !runner.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
-        live = scrape().unwrap_or(0);
+        (live, live_chunks) = scrape().unwrap_or((0, 0));
     }
     let s = runner.join().unwrap();
     assert_eq!(s.failures(), 0, "{}", s.text);
@@ -367,6 +374,12 @@ fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
     let w = s.results.write.as_ref().unwrap();
     assert!((60..=80).contains(&w.writes), "{} writes", w.writes);
     assert!(live > 0 && live < w.writes, "{live} of {}", w.writes);
+    // Per RPC kind too: a WriteChunk per 64 KB write.
+    let chunks = s.results.ops["WriteChunk"].latency.count();
+    assert!(
+        live_chunks > 0 && live_chunks < chunks,
+        "{live_chunks} of {chunks}"
+    );
 
     // The log's untagged histograms hold every application write once.
     use hdrhistogram::serialization::Deserializer;

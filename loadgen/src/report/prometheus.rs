@@ -60,6 +60,10 @@ fn counter(out: &mut String, name: &str, help: &str, values: &[(&str, u64)]) {
     }
 }
 
+fn as_refs(v: &[(String, u64)]) -> Vec<(&str, u64)> {
+    v.iter().map(|(l, n)| (l.as_str(), *n)).collect()
+}
+
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
@@ -104,6 +108,32 @@ pub fn render(s: &WorkerStats, finished: bool) -> String {
             ("{direction=\"received\"}", s.bytes_received),
         ],
     );
+    if s.ops.iter().next().is_some() {
+        // write and read: each RPC kind of the units (WriteChunk, PutBlock, GetBlock, ReadChunk).
+        let mut rpcs = Vec::new();
+        let mut bytes = Vec::new();
+        for (kind, o) in s.ops.iter() {
+            let k = kind.name();
+            rpcs.push((
+                format!("{{kind=\"{k}\",outcome=\"success\"}}"),
+                o.success.count(),
+            ));
+            rpcs.push((format!("{{kind=\"{k}\",outcome=\"failure\"}}"), o.failures));
+            bytes.push((format!("{{kind=\"{k}\"}}"), o.bytes));
+        }
+        counter(
+            &mut out,
+            "loadgen_rpcs_total",
+            "RPCs of write and read units finished (after retries), by kind and outcome.",
+            &as_refs(&rpcs),
+        );
+        counter(
+            &mut out,
+            "loadgen_rpc_payload_bytes_total",
+            "Payload bytes of successful RPCs (data written or read), by kind.",
+            &as_refs(&bytes),
+        );
+    }
     histogram(
         &mut out,
         "loadgen_request_latency_seconds",
