@@ -25,6 +25,8 @@ pub enum Target {
     Embedded { threads: usize },
     /// A DataNode or dn-sim at this address (HOST:PORT).
     Remote(String),
+    /// `--target null`: dn-sim's dispatcher and store called in-process, no network.
+    Null,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -217,6 +219,11 @@ impl RunConfig {
                 pipeline: c.pipeline as usize,
             },
         };
+        if c.target.as_deref() == Some("null") && c.stream_mode == StreamMode::Persistent {
+            return Err(UsageError(
+                "--target null answers per-request streams only; --stream-mode persistent needs a network target".into(),
+            ));
+        }
         // aimd paces requests for echo, payload bytes for write and read.
         let unit = if moves_data {
             AimdUnit::Bytes
@@ -244,6 +251,7 @@ impl RunConfig {
                 metrics_listen: c.metrics_listen,
             },
             target: match &c.target {
+                Some(t) if t == "null" => Target::Null,
                 Some(t) => Target::Remote(t.clone()),
                 None => Target::Embedded {
                     threads: c.embedded_threads as usize,
@@ -287,6 +295,11 @@ impl RunConfig {
 
     pub fn read(args: &ReadArgs) -> Result<Self, UsageError> {
         let (shape, described) = shape_of(&args.shape)?;
+        if args.common.target.as_deref() == Some("null") && args.manifest.is_some() {
+            return Err(UsageError(
+                "--target null starts with an empty store, so a --manifest's blocks are not in it; leave out --manifest to read a data set written first".into(),
+            ));
+        }
         let blocks = match &args.manifest {
             Some(path) => {
                 let listed = crate::manifest::read(path).map_err(UsageError)?;

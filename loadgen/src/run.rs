@@ -149,15 +149,16 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
     }
     let output = open_output(&config.report)?;
     // The embedded dn-sim runs on threads of its own; it stops when `_embedded` is dropped.
-    let (_embedded, uri, target_desc, address) = start_target(config)?;
-    let embedded = _embedded.is_some();
+    let (_embedded, endpoint, target_desc, address) = start_target(config)?;
+    // The target's CPU is in loadgen's process.
+    let embedded = _embedded.is_some() || matches!(endpoint, connection::Endpoint::Null(_));
     // The coordinator's runtime; connections and workers run on I/O threads of their own.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| UsageError(format!("cannot start the runtime: {e}")))?;
     let target = Where {
-        uri: &uri,
+        endpoint: &endpoint,
         address: &address,
         embedded,
     };
@@ -169,7 +170,7 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
                     config.container_id,
                     &config.datanode_uuid,
                 ));
-                let mut out = phase(config, &uri, workload, true).await?;
+                let mut out = phase(config, &endpoint, workload, true).await?;
                 Ok(Results::from_run(
                     RunDescription::of(config, &address),
                     &mut out,
@@ -188,19 +189,59 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
     )
 }
 
-/// The target of a run: an embedded dn-sim (kept alive by the first field) or a remote one.
-type Started = (Option<dn_sim::EmbeddedServer>, String, String, String);
+/// The target of a run: an embedded dn-sim (kept alive by the first field), a remote one or the
+/// in-process null DataNode; the description for the header and the address for the reports.
+type Started = (
+    Option<dn_sim::EmbeddedServer>,
+    connection::Endpoint,
+    String,
+    String,
+);
+
+/// The store an embedded or null DataNode needs: none of its own for echo, discard for a write
+/// that reads nothing back, memory (as much as the run writes) when data is read.
+fn store_for(config: &RunConfig) -> Option<dn_sim::store::StoreKind> {
+    match &config.workload {
+        WorkloadConfig::Echo(_) => None,
+        WorkloadConfig::Write(w) if !w.then_read => Some(dn_sim::store::StoreKind::Discard),
+        _ => Some(dn_sim::store::StoreKind::Memory),
+    }
+}
 
 fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
     match &config.target {
+        Target::Null => {
+            let (store, containers) = match store_for(config) {
+                Some(store) => (
+                    store,
+                    dn_sim::containers::ContainerIds::single(config.container_id),
+                ),
+                None => (
+                    dn_sim::store::StoreKind::Memory,
+                    dn_sim::Config::default().containers,
+                ),
+            };
+            let kind = if store == dn_sim::store::StoreKind::Discard {
+                "discard"
+            } else {
+                "memory"
+            };
+            let node = connection::null::NullDataNode::new(store, &containers)
+                .map_err(|e| UsageError(format!("--target null: {e}")))?;
+            let desc = format!(
+                "{} (dn-sim's dispatcher called in loadgen's process, store {kind})",
+                connection::null::NAME
+            );
+            Ok((
+                None,
+                connection::Endpoint::Null(node),
+                desc,
+                connection::null::NAME.to_string(),
+            ))
+        }
         Target::Embedded { threads } => {
             let mut sim = dn_sim::Config::loopback();
-            let store = match &config.workload {
-                WorkloadConfig::Echo(_) => None,
-                // Data read back is kept in memory (as much as the run writes).
-                WorkloadConfig::Write(w) if !w.then_read => Some(dn_sim::store::StoreKind::Discard),
-                _ => Some(dn_sim::store::StoreKind::Memory),
-            };
+            let store = store_for(config);
             let kind = if let Some(store) = store {
                 sim.containers = dn_sim::containers::ContainerIds::single(config.container_id);
                 sim.capacity = u64::MAX / 2;
@@ -222,20 +263,20 @@ fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
             );
             Ok((
                 Some(server),
-                format!("http://{addr}"),
+                connection::Endpoint::Uri(format!("http://{addr}")),
                 desc,
                 addr.to_string(),
             ))
         }
         Target::Remote(t) => {
             let uri = connection::target_uri(t).map_err(|e| UsageError(e.to_string()))?;
-            Ok((None, uri, t.clone(), t.clone()))
+            Ok((None, connection::Endpoint::Uri(uri), t.clone(), t.clone()))
         }
     }
 }
 
 struct Where<'a> {
-    uri: &'a str,
+    endpoint: &'a connection::Endpoint,
     address: &'a str,
     embedded: bool,
 }
@@ -245,7 +286,7 @@ struct Where<'a> {
 /// progress.
 async fn phase(
     config: &RunConfig,
-    uri: &str,
+    endpoint: &connection::Endpoint,
     workload: Arc<dyn Workload>,
     live: bool,
 ) -> Result<engine::RunOutput, UsageError> {
@@ -273,7 +314,7 @@ async fn phase(
         intervals,
         totals: metrics.as_mut().map(|m| m as &mut dyn TotalsSink),
     };
-    let out = engine::run(config, uri, workload, observers).await;
+    let out = engine::run(config, endpoint, workload, observers).await;
     display.finish();
     out.map_err(UsageError)
 }
@@ -330,7 +371,7 @@ async fn write_phase(
         sink,
     ));
     let tally = Arc::clone(&workload.tally);
-    let mut out = phase(config, target.uri, workload, live).await?;
+    let mut out = phase(config, target.endpoint, workload, live).await?;
     let bytes = out.stats.unit_bytes;
     let mut r = Results::from_run(
         RunDescription::of(config, target.address),
@@ -362,7 +403,7 @@ async fn read_phase(
 ) -> Result<Results, UsageError> {
     let workload = Arc::new(BlockRead::new(blocks, verify, v1, &config.datanode_uuid));
     let tally = Arc::clone(&workload.tally);
-    let mut out = phase(config, target.uri, workload, live).await?;
+    let mut out = phase(config, target.endpoint, workload, live).await?;
     let mut r = Results::from_run(
         RunDescription::of(config, target.address),
         &mut out,

@@ -101,8 +101,9 @@ pub struct MergeArgs {
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// DataNode client port to load, HOST:PORT (a real DataNode or a dn-sim). Without it an
-    /// embedded dn-sim is started on 127.0.0.1.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// embedded dn-sim is started on 127.0.0.1. `null`: no network at all, dn-sim's dispatcher
+    /// answers in loadgen's process (per-request streams only; read: no --manifest).
+    #[arg(long, value_name = "HOST:PORT|null")]
     pub target: Option<String>,
 
     /// Number of requests to measure (ignored with --duration) [default: 1000, or with

@@ -1,16 +1,27 @@
 //! Connections to the target: one HTTP/2 connection per `--clients`, opened eagerly so that an
 //! unreachable target fails fast with a clear message. Per-request streams use the lean
-//! [`unary`] client on plain HTTP/2; persistent streams use tonic's `Channel`.
+//! [`unary`] client on plain HTTP/2; persistent streams use tonic's `Channel`. `--target null`
+//! answers per-request streams in-process ([`null`]), with no connection at all.
 
 pub mod http2;
+pub mod null;
 pub mod unary;
 
 use anyhow::{Context, bail};
 use common::proto::xceiver_client_protocol_service_client::XceiverClientProtocolServiceClient;
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub type Client = XceiverClientProtocolServiceClient<Channel>;
+
+/// Where a run's requests go.
+#[derive(Clone)]
+pub enum Endpoint {
+    /// A DataNode's client port, `http://HOST:PORT`.
+    Uri(String),
+    /// `--target null`: the in-process DataNode.
+    Null(std::sync::Arc<null::NullDataNode>),
+}
 
 /// Normalizes `HOST:PORT` (or `http://HOST:PORT`) to a URI; TLS is not supported yet.
 pub fn target_uri(target: &str) -> anyhow::Result<String> {
@@ -34,7 +45,7 @@ pub async fn connect(
     count: usize,
     connect_timeout: Duration,
 ) -> anyhow::Result<Vec<Client>> {
-    let endpoint = Endpoint::from_shared(uri.to_string())
+    let endpoint = tonic::transport::Endpoint::from_shared(uri.to_string())
         .with_context(|| format!("invalid target {uri}"))?
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)

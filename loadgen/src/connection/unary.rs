@@ -10,6 +10,7 @@
 //! path); the others pick it up.
 
 use super::http2::{self, GrpcHead, StreamError};
+use super::null::NullDataNode;
 use crate::outcome::{ErrorKind, Failure};
 use bytes::{Buf, Bytes, BytesMut};
 use common::proto::ContainerCommandResponseProto;
@@ -17,6 +18,7 @@ use common::wire::RequiredFields;
 use prost::Message;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::Code;
 
@@ -25,12 +27,14 @@ const PATH: &str = "/hadoop.hdds.datanode.XceiverClientProtocolService/send";
 /// One HTTP/2 connection to the target, re-established when it breaks. Must be opened and used
 /// inside a `LocalSet` (loadgen's I/O threads).
 pub struct UnaryConnection {
+    /// `--target null`: requests are answered in-process and the HTTP/2 fields are unused.
+    null: Option<Arc<NullDataNode>>,
     hostport: String,
     connect_timeout: Duration,
     /// `grpc-timeout`, as the Java client sends its deadline.
     grpc_timeout: String,
     /// The connection in use and its generation (bumped by every reconnect).
-    current: RefCell<(u64, Rc<http2::Connection>)>,
+    current: RefCell<(u64, Option<Rc<http2::Connection>>)>,
     /// Held while reconnecting, so that one worker reconnects and the others wait for it.
     reconnecting: tokio::sync::Mutex<()>,
 }
@@ -38,7 +42,10 @@ pub struct UnaryConnection {
 /// A worker's handle on a connection.
 pub struct UnaryClient {
     conn: Rc<UnaryConnection>,
-    h2: Rc<http2::Connection>,
+    /// `None` with `--target null`.
+    h2: Option<Rc<http2::Connection>>,
+    /// `--target null`: the in-process DataNode and this client's random draws.
+    null: Option<(Arc<NullDataNode>, rand::rngs::SmallRng)>,
     /// The buffer response bodies are received into, reused from call to call.
     body: BytesMut,
     /// The last response's body: `response`'s byte fields are slices of it until it is cleared,
@@ -62,18 +69,32 @@ impl UnaryConnection {
             http2::Connection::connect(hostport, hostport, PATH, &grpc_timeout, connect_timeout)
                 .await?;
         Ok(Rc::new(UnaryConnection {
+            null: None,
             hostport: hostport.to_string(),
             connect_timeout,
             grpc_timeout,
-            current: RefCell::new((0, h2)),
+            current: RefCell::new((0, Some(h2))),
             reconnecting: tokio::sync::Mutex::new(()),
         }))
+    }
+
+    /// A connection to the in-process DataNode of `--target null` (no socket is opened).
+    pub fn null(node: Arc<NullDataNode>) -> Rc<Self> {
+        Rc::new(UnaryConnection {
+            null: Some(node),
+            hostport: super::null::NAME.to_string(),
+            connect_timeout: Duration::ZERO,
+            grpc_timeout: String::new(),
+            current: RefCell::new((0, None)),
+            reconnecting: tokio::sync::Mutex::new(()),
+        })
     }
 
     pub async fn client(self: &Rc<Self>) -> UnaryClient {
         UnaryClient {
             conn: Rc::clone(self),
-            h2: Rc::clone(&self.current.borrow().1),
+            h2: self.current.borrow().1.clone(),
+            null: self.null.as_ref().map(|n| (Arc::clone(n), n.rng())),
             body: BytesMut::new(),
             last_body: None,
             response: Box::default(),
@@ -90,8 +111,8 @@ impl UnaryClient {
     /// already made).
     async fn reconnect(&mut self) -> Result<(), Failure> {
         let _one_at_a_time = self.conn.reconnecting.lock().await;
-        let current = Rc::clone(&self.conn.current.borrow().1);
-        if !current.is_usable() {
+        let current = self.conn.current.borrow().1.clone();
+        if !current.is_some_and(|c| c.is_usable()) {
             let fresh = http2::Connection::connect(
                 &self.conn.hostport,
                 &self.conn.hostport,
@@ -102,9 +123,9 @@ impl UnaryClient {
             .await
             .map_err(|e| transport(format!("cannot reconnect to {}: {e}", self.conn.hostport)))?;
             let mut cur = self.conn.current.borrow_mut();
-            *cur = (cur.0 + 1, fresh);
+            *cur = (cur.0 + 1, Some(fresh));
         }
-        self.h2 = Rc::clone(&self.conn.current.borrow().1);
+        self.h2 = self.conn.current.borrow().1.clone();
         Ok(())
     }
 
@@ -135,7 +156,11 @@ impl UnaryClient {
     /// Sends `frame` and decodes the answer into `self.response`.
     async fn exchange(&mut self, frame: Bytes) -> Result<(), Failure> {
         let body = self.take_body();
-        if !self.h2.is_usable() {
+        if let Some((node, rng)) = &mut self.null {
+            self.body = body;
+            return node.answer(frame, rng, &mut self.response).await;
+        }
+        if !self.h2.as_ref().is_some_and(|h| h.is_usable()) {
             self.body = body;
             self.reconnect().await?;
             let body = std::mem::take(&mut self.body);
@@ -145,7 +170,8 @@ impl UnaryClient {
     }
 
     async fn exchange_on(&mut self, frame: Bytes, body: BytesMut) -> Result<(), Failure> {
-        match self.h2.exchange(frame, body).await {
+        let h2 = self.h2.as_ref().expect("an HTTP/2 connection");
+        match h2.exchange(frame, body).await {
             Ok(response) => {
                 if let Some(failure) = head_failure(&response.head) {
                     self.body = response.body;

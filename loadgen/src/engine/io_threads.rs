@@ -43,7 +43,7 @@ impl IoThreads {
     /// Starts the threads and waits until every connection is open.
     pub fn start(
         config: &RunConfig,
-        uri: &str,
+        target: &connection::Endpoint,
         workload: Arc<dyn Workload>,
         flushes: mpsc::UnboundedSender<Flush>,
     ) -> Result<Self, String> {
@@ -61,7 +61,7 @@ impl IoThreads {
                 thread: t,
                 threads: n,
                 config: config.clone(),
-                uri: uri.to_string(),
+                target: target.clone(),
                 workload: Arc::clone(&workload),
                 flushes: flushes.clone(),
                 abort: abort.subscribe(),
@@ -113,7 +113,7 @@ struct ThreadPlan {
     thread: usize,
     threads: usize,
     config: RunConfig,
-    uri: String,
+    target: connection::Endpoint,
     workload: Arc<dyn Workload>,
     flushes: mpsc::UnboundedSender<Flush>,
     abort: watch::Receiver<bool>,
@@ -231,22 +231,33 @@ impl ThreadPlan {
             Streams::PerRequest => {
                 let mut list = Vec::new();
                 for c in mine {
-                    let conn = connection::connect_unary(
-                        &self.uri,
-                        1,
-                        self.config.connect_timeout,
-                        self.config.timeout,
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    let conn = match &self.target {
+                        connection::Endpoint::Uri(uri) => connection::connect_unary(
+                            uri,
+                            1,
+                            self.config.connect_timeout,
+                            self.config.timeout,
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?,
+                        connection::Endpoint::Null(node) => {
+                            vec![connection::unary::UnaryConnection::null(Arc::clone(node))]
+                        }
+                    };
                     list.extend(conn.into_iter().map(|conn| (c, conn)));
                 }
                 Ok(Conns::Unary(list))
             }
             Streams::Persistent { .. } => {
                 let mut list = Vec::new();
+                let connection::Endpoint::Uri(uri) = &self.target else {
+                    return Err(format!(
+                        "--stream-mode persistent needs a network target, not {}",
+                        connection::null::NAME
+                    ));
+                };
                 for c in mine {
-                    let conn = connection::connect(&self.uri, 1, self.config.connect_timeout)
+                    let conn = connection::connect(uri, 1, self.config.connect_timeout)
                         .await
                         .map_err(|e| e.to_string())?;
                     list.extend(conn.into_iter().map(|conn| (c, conn)));

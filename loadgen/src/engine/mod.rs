@@ -142,16 +142,16 @@ pub struct Observers<'a> {
     pub totals: Option<&'a mut dyn TotalsSink>,
 }
 
-/// Connects to `uri` (`http://HOST:PORT`) and runs the test. `Err` when a connection cannot be
-/// opened.
+/// Connects to `target` (`http://HOST:PORT`, or the in-process null DataNode) and runs the
+/// test. `Err` when a connection cannot be opened.
 pub async fn run(
     config: &RunConfig,
-    uri: &str,
+    target: &crate::connection::Endpoint,
     workload: Arc<dyn Workload>,
     observers: Observers<'_>,
 ) -> Result<RunOutput, String> {
     let (flush_tx, mut flushes) = mpsc::unbounded_channel();
-    let mut io = io_threads::IoThreads::start(config, uri, workload, flush_tx)?;
+    let mut io = io_threads::IoThreads::start(config, target, workload, flush_tx)?;
     let cpu_at_start = crate::cpu::process_cpu_time();
     let start = Instant::now();
     let start_wall = SystemTime::now();
