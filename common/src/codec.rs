@@ -51,6 +51,9 @@ impl<T: Message> Encoder for OzoneEncoder<T> {
     type Error = Status;
 
     fn encode(&mut self, item: T, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        // The whole message at once: without it the buffer grows by doubling while prost writes
+        // (a 4 MB ReadChunk answer was copied at each doubling).
+        buf.reserve(item.encoded_len());
         item.encode(buf)
             .map_err(|e| Status::internal(format!("encoding failed: {e}")))
     }
