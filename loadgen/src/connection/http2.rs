@@ -21,7 +21,7 @@
 //! Everything runs on one thread: the connection task and the workers share the state through an
 //! `Rc<RefCell<_>>` and no borrow is held across an await.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -99,6 +99,94 @@ pub struct Response {
     pub body: BytesMut,
 }
 
+/// A request body as up to three segments sent in order, each without a copy: e.g. a gRPC
+/// message's envelope, a large `bytes` field referencing the caller's buffer, and the fields
+/// after it. A `Bytes` converts into a one-segment body. As a [`Buf`] it reads the segments in
+/// order, and `copy_to_bytes` within one segment is a slice of it (no copy).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestBody {
+    parts: [Bytes; 3],
+}
+
+impl RequestBody {
+    pub fn new(head: Bytes, data: Bytes, tail: Bytes) -> Self {
+        RequestBody {
+            parts: [head, data, tail],
+        }
+    }
+
+    /// The segments, in order (some may be empty).
+    pub fn parts(&self) -> &[Bytes; 3] {
+        &self.parts
+    }
+
+    /// The whole body when it is one segment (no copy), `None` when it has several.
+    pub fn as_single(&self) -> Option<&Bytes> {
+        let mut nonempty = self.parts.iter().filter(|p| !p.is_empty());
+        match (nonempty.next(), nonempty.next()) {
+            (None, _) => Some(&self.parts[0]),
+            (Some(p), None) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The segments concatenated (a copy; for tests and checks off the hot path).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.parts.concat()
+    }
+
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parts.iter().all(Bytes::is_empty)
+    }
+}
+
+impl From<Bytes> for RequestBody {
+    fn from(b: Bytes) -> Self {
+        RequestBody::new(b, Bytes::new(), Bytes::new())
+    }
+}
+
+impl Buf for RequestBody {
+    fn remaining(&self) -> usize {
+        self.len()
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.parts
+            .iter()
+            .find(|p| !p.is_empty())
+            .map_or(&[][..], |p| &p[..])
+    }
+
+    fn advance(&mut self, mut cnt: usize) {
+        for p in &mut self.parts {
+            let n = cnt.min(p.len());
+            p.advance(n);
+            cnt -= n;
+        }
+        assert!(cnt == 0, "advanced past the end of a request body");
+    }
+
+    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
+        if let Some(p) = self.parts.iter_mut().find(|p| !p.is_empty())
+            && p.len() >= len
+        {
+            return p.split_to(len);
+        }
+        assert!(
+            len <= self.len(),
+            "copy_to_bytes past the end of a request body"
+        );
+        let mut out = BytesMut::with_capacity(len);
+        out.put((&mut *self).take(len));
+        out.freeze()
+    }
+}
+
 /// Identity hashing for stream ids (they are distinct small integers).
 #[derive(Default)]
 struct IdHasher(u64);
@@ -127,7 +215,7 @@ struct Stream {
     headers_seen: bool,
     body: BytesMut,
     /// Request bytes not yet sent for lack of flow-control window.
-    pending: Bytes,
+    pending: RequestBody,
     /// What the peer lets this stream send.
     send_window: i64,
     /// Received DATA bytes not yet given back with a WINDOW_UPDATE.
@@ -368,7 +456,17 @@ impl Inner {
                 return false;
             }
             let n = n as usize;
-            let chunk = s.pending.split_to(n);
+            // The frame's payload as pieces of the body's segments (slices, not copies).
+            let mut pieces: [Bytes; 3] = Default::default();
+            let mut left = n;
+            for piece in &mut pieces {
+                if left == 0 {
+                    break;
+                }
+                let take = s.pending.chunk().len().min(left);
+                *piece = s.pending.copy_to_bytes(take);
+                left -= take;
+            }
             s.send_window -= n as i64;
             let last = s.pending.is_empty();
             self.conn_send_window -= n as i64;
@@ -379,10 +477,12 @@ impl Inner {
                 if last { END_STREAM } else { 0 },
                 id,
             );
-            if n <= 16 * 1024 {
-                self.out.extend_from_slice(&chunk);
-            } else {
-                self.push_segment(chunk);
+            for piece in pieces {
+                if piece.len() <= 16 * 1024 {
+                    self.out.extend_from_slice(&piece);
+                } else {
+                    self.push_segment(piece);
+                }
             }
             if last {
                 return true;
@@ -419,7 +519,7 @@ impl Inner {
             return;
         }
         let unsent = !s.pending.is_empty();
-        s.pending = Bytes::new();
+        s.pending = RequestBody::default();
         s.outcome = Some(outcome);
         if let Some(w) = s.waker.take() {
             w.wake();
@@ -926,14 +1026,17 @@ impl Connection {
     }
 
     /// One exchange: opens a stream (waiting for MAX_CONCURRENT_STREAMS room), sends the request
-    /// (`frame`, a gRPC-framed message) with END_STREAM, and waits for the answer. `body` is a
-    /// buffer the response body is written into (reused across calls by the caller). Dropping
-    /// the future resets the stream.
+    /// (`frame`, a gRPC-framed message, possibly in segments) with END_STREAM, and waits for the
+    /// answer. The request goes out in DATA frames as large as the server's
+    /// SETTINGS_MAX_FRAME_SIZE and its windows allow; segments over 16 KiB are written from the
+    /// caller's memory (vectored writes), not copied. `body` is a buffer the response body is
+    /// written into (reused across calls by the caller). Dropping the future resets the stream.
     pub async fn exchange(
         self: &Rc<Self>,
-        frame: Bytes,
+        frame: impl Into<RequestBody>,
         body: BytesMut,
     ) -> Result<Response, (StreamError, BytesMut)> {
+        let frame = frame.into();
         // Wait for room.
         let opened = poll_fn(|cx| {
             let mut inner = self.inner.borrow_mut();
@@ -1270,6 +1373,32 @@ mod tests {
     }
 
     #[test]
+    fn a_request_body_reads_its_segments_in_order_and_slices_within_one() {
+        let data = Bytes::from(vec![7u8; 100]);
+        let mut b = RequestBody::new(
+            Bytes::from_static(b"head"),
+            data.clone(),
+            Bytes::from_static(b"tail"),
+        );
+        assert_eq!(b.len(), 108);
+        assert!(b.as_single().is_none());
+        assert_eq!(b.chunk(), b"head");
+        assert_eq!(&b.copy_to_bytes(2)[..], b"he");
+        // Across a boundary: copied.
+        assert_eq!(&b.copy_to_bytes(4)[..], b"ad\x07\x07");
+        // Within one segment: a slice of the caller's memory.
+        let mid = b.copy_to_bytes(90);
+        assert_eq!(mid.as_ptr(), data[2..].as_ptr());
+        b.advance(10);
+        assert_eq!(b.chunk(), b"il");
+        assert_eq!(b.remaining(), 2);
+        let one = RequestBody::from(Bytes::from_static(b"x"));
+        assert_eq!(one.as_single().map(|b| &b[..]), Some(&b"x"[..]));
+        assert!(RequestBody::default().is_empty());
+        assert_eq!(RequestBody::default().as_single().map(Bytes::len), Some(0));
+    }
+
+    #[test]
     fn padding_is_removed_or_rejected() {
         assert_eq!(unpad(0, b"abc"), Some(&b"abc"[..]));
         assert_eq!(unpad(PADDED, &[2, b'x', 0, 0]), Some(&b"x"[..]));
@@ -1297,7 +1426,15 @@ mod against_h2_server {
         max_seen: Arc<AtomicUsize>,
     }
 
-    /// Answers each request with its body length as a 4-byte big-endian DATA frame and
+    /// FNV-1a of a request body, as the test server answers it.
+    fn fnv(bytes: &[u8]) -> u32 {
+        bytes.iter().fold(0x811c_9dc5u32, |h, &b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        })
+    }
+
+    /// Answers each request with its body length and FNV-1a hash (each 4 bytes, big-endian) in a
+    /// DATA frame and
     /// `grpc-status: 0` trailers; a body starting with `s` is answered after 300 ms, one
     /// starting with `g` makes the server send GOAWAY instead of answering.
     async fn server() -> Server {
@@ -1353,10 +1490,9 @@ mod against_h2_server {
                         .body(())
                         .unwrap();
                     if let Ok(mut send) = respond.send_response(response, false) {
-                        let _ = send.send_data(
-                            Bytes::copy_from_slice(&(got.len() as u32).to_be_bytes()),
-                            false,
-                        );
+                        let mut answer = (got.len() as u32).to_be_bytes().to_vec();
+                        answer.extend_from_slice(&fnv(&got).to_be_bytes());
+                        let _ = send.send_data(Bytes::from(answer), false);
                         let mut trailers = http::HeaderMap::new();
                         trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
                         let _ = send.send_trailers(trailers);
@@ -1403,6 +1539,38 @@ mod against_h2_server {
                 }
                 assert!(srv.max_seen.load(Ordering::SeqCst) <= 2);
                 assert!(conn.is_usable());
+            })
+            .await;
+    }
+
+    #[tokio::test]
+    async fn segmented_bodies_arrive_whole_and_in_order() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let srv = server().await;
+                let conn = connect(&srv.addr).await;
+                let mut calls = Vec::new();
+                for i in 0..6usize {
+                    let c = Rc::clone(&conn);
+                    // A small head, a large middle (copied into no buffer), a small tail; sizes
+                    // that put frame boundaries inside and across the segments.
+                    let head = Bytes::from(vec![b'h' ^ i as u8; 7 + i * 3000]);
+                    let data: Vec<u8> = (0..(i * 37_000 + 1)).map(|k| (k % 251) as u8).collect();
+                    let tail = Bytes::from(vec![b't'; i * 5]);
+                    let body = RequestBody::new(head, Bytes::from(data), tail);
+                    let expected = (body.len(), fnv(&body.to_vec()));
+                    calls.push(tokio::task::spawn_local(async move {
+                        (expected, c.exchange(body, BytesMut::new()).await)
+                    }));
+                }
+                for call in calls {
+                    let ((len, hash), r) = call.await.unwrap();
+                    let r = r.map_err(|(e, _)| e).unwrap();
+                    assert_eq!(r.head.grpc_status, Some(0));
+                    assert_eq!(length_of(&r) as usize, len);
+                    assert_eq!(u32::from_be_bytes(r.body[4..8].try_into().unwrap()), hash);
+                }
             })
             .await;
     }

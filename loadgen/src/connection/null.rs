@@ -7,6 +7,7 @@
 //! benchmark measured with its mocked RPCs: the client's own work (copy, checksum, request
 //! encoding) plus the DataNode's bookkeeping.
 
+use super::http2::RequestBody;
 use crate::outcome::{ErrorKind, Failure};
 use bytes::{Buf, Bytes};
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
@@ -62,7 +63,7 @@ impl NullDataNode {
     /// checked and decoded as dn-sim's codec does, then dispatched.
     pub async fn answer(
         &self,
-        mut frame: Bytes,
+        frame: RequestBody,
         rng: &mut SmallRng,
         into: &mut ContainerCommandResponseProto,
     ) -> Result<(), Failure> {
@@ -72,6 +73,13 @@ impl NullDataNode {
                 ErrorKind::Grpc(Code::Unknown as i32),
                 format!("{}: {m}", common::codec::INVALID_PROTOBUF),
             )
+        };
+        // A WriteChunk's data is a segment of its own (the network path writes it to the socket
+        // without a copy); the required check reads one contiguous message, so the segments
+        // are joined here: one copy of the chunk, which the network path no longer makes.
+        let mut frame = match frame.as_single() {
+            Some(whole) => whole.clone(),
+            None => Bytes::from(frame.to_vec()),
         };
         if frame.len() < 5 || frame[0] != 0 {
             return Err(invalid("not an uncompressed gRPC frame".into()));

@@ -9,7 +9,7 @@
 //! sends GOAWAY), the first worker to notice opens a new one (under a lock taken only on that
 //! path); the others pick it up.
 
-use super::http2::{self, GrpcHead, StreamError};
+use super::http2::{self, GrpcHead, RequestBody, StreamError};
 use super::null::NullDataNode;
 use crate::outcome::{ErrorKind, Failure};
 use bytes::{Buf, Bytes, BytesMut};
@@ -132,7 +132,7 @@ impl UnaryClient {
     /// One request on a new stream: `frame` is the gRPC-framed request message; on `Ok` the
     /// answer is in [`response`](Self::response). The caller bounds the time; dropping this
     /// future resets the stream.
-    pub async fn call(&mut self, frame: Bytes) -> Result<(), Failure> {
+    pub async fn call(&mut self, frame: RequestBody) -> Result<(), Failure> {
         self.exchange(frame).await
     }
 
@@ -154,7 +154,7 @@ impl UnaryClient {
     }
 
     /// Sends `frame` and decodes the answer into `self.response`.
-    async fn exchange(&mut self, frame: Bytes) -> Result<(), Failure> {
+    async fn exchange(&mut self, frame: RequestBody) -> Result<(), Failure> {
         let body = self.take_body();
         if let Some((node, rng)) = &mut self.null {
             self.body = body;
@@ -169,7 +169,7 @@ impl UnaryClient {
         self.exchange_on(frame, body).await
     }
 
-    async fn exchange_on(&mut self, frame: Bytes, body: BytesMut) -> Result<(), Failure> {
+    async fn exchange_on(&mut self, frame: RequestBody, body: BytesMut) -> Result<(), Failure> {
         let h2 = self.h2.as_ref().expect("an HTTP/2 connection");
         match h2.exchange(frame, body).await {
             Ok(response) => {

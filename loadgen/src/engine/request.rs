@@ -9,9 +9,9 @@
 //! A `result != SUCCESS` answer is a failure in one place ([`ozone_failure`]) for both stream
 //! modes.
 
+use crate::connection::http2::RequestBody;
 use crate::connection::unary::UnaryClient;
 use crate::outcome::{ErrorKind, Failure};
-use bytes::Bytes;
 use common::proto::{ContainerCommandResponseProto, Result as OzoneResult};
 use std::future::Future;
 use std::pin::Pin;
@@ -75,7 +75,7 @@ impl Deadline {
 /// `Ok`: a `result == SUCCESS` answer, in `client.response()`.
 pub async fn attempt(
     client: &mut UnaryClient,
-    frame: Bytes,
+    frame: RequestBody,
     deadline: &mut Deadline,
 ) -> Result<(), Failure> {
     match deadline.run(client.call(frame)).await {

@@ -22,6 +22,7 @@
 
 use super::block_writer::{BlockOp, BlockWriter, WriteShape};
 use super::{Rpc, RpcKind, WorkerLoad, Workload};
+use crate::connection::http2::RequestBody;
 use crate::outcome::{ErrorKind, Failure};
 use crate::throttle::OpKind;
 use bytes::{Bytes, BytesMut};
@@ -94,6 +95,89 @@ fn frame_into(buf: &mut BytesMut, msg: &Req) -> Bytes {
     buf.extend_from_slice(&(len as u32).to_be_bytes());
     msg.encode(buf).expect("reserved enough");
     buf.split().freeze()
+}
+
+/// WriteChunk data shorter than this is framed in one buffer (copied); longer data is sent as a
+/// segment of its own.
+const SEGMENT_MIN: usize = 64 * 1024;
+
+/// `ContainerCommandRequestProto.writeChunk` and `WriteChunkRequestProto.data`.
+const WRITE_CHUNK_FIELD: u32 = 17;
+const DATA_FIELD: u32 = 3;
+
+/// The offset of the first top-level field numbered above `field` in an encoded message (its
+/// length if there is none). prost writes fields in field-number order, so every field up to
+/// `field` comes before it.
+fn split_after_field(encoded: &[u8], field: u32) -> usize {
+    use prost::encoding::{WireType, decode_key, decode_varint};
+    let mut rest = encoded;
+    while !rest.is_empty() {
+        let at = encoded.len() - rest.len();
+        let (number, wire) = decode_key(&mut rest).expect("prost's own encoding");
+        if number > field {
+            return at;
+        }
+        let skip = match wire {
+            WireType::Varint => {
+                decode_varint(&mut rest).expect("prost's own encoding");
+                0
+            }
+            WireType::SixtyFourBit => 8,
+            WireType::ThirtyTwoBit => 4,
+            WireType::LengthDelimited => {
+                decode_varint(&mut rest).expect("prost's own encoding") as usize
+            }
+            WireType::StartGroup | WireType::EndGroup => unreachable!("no groups in the proto"),
+        };
+        rest = &rest[skip..];
+    }
+    encoded.len()
+}
+
+/// Frames a WriteChunk for gRPC without copying its data: the segments are the envelope (the
+/// 5-byte gRPC prefix, every field before `writeChunk.data`, and `data`'s tag and length, written
+/// into `buf`), the data itself (the caller's `Bytes`), and the fields after it (empty unless
+/// the request carries e.g. a piggybacked PutBlock). Concatenated, they are byte for byte prost's
+/// encoding of `msg` (`write_chunk_segments_are_prosts_encoding` checks it). Requests with no or
+/// little data are framed whole by [`frame_into`].
+fn write_chunk_frame(buf: &mut BytesMut, mut msg: Req) -> RequestBody {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+    let data = match msg.write_chunk.as_mut() {
+        Some(wc) if wc.data.as_ref().is_some_and(|d| d.len() >= SEGMENT_MIN) => {
+            wc.data.take().expect("checked")
+        }
+        _ => return frame_into(buf, &msg).into(),
+    };
+    let wc = msg.write_chunk.take().expect("checked");
+    // The two messages without the data field, each split where the data field goes.
+    let wc_rest = wc.encode_to_vec();
+    let outer_rest = msg.encode_to_vec();
+    let wc_split = split_after_field(&wc_rest, DATA_FIELD);
+    let outer_split = split_after_field(&outer_rest, WRITE_CHUNK_FIELD);
+    let data_key_len =
+        encoded_len_varint(u64::from(DATA_FIELD << 3)) + encoded_len_varint(data.len() as u64);
+    let wc_len = wc_rest.len() + data_key_len + data.len();
+    let msg_len = outer_rest.len()
+        + encoded_len_varint(u64::from(WRITE_CHUNK_FIELD << 3))
+        + encoded_len_varint(wc_len as u64)
+        + wc_len;
+    buf.clear();
+    buf.reserve(5 + outer_split + 8 + wc_split + data_key_len);
+    buf.extend_from_slice(&[0]);
+    buf.extend_from_slice(&(msg_len as u32).to_be_bytes());
+    buf.extend_from_slice(&outer_rest[..outer_split]);
+    encode_key(WRITE_CHUNK_FIELD, WireType::LengthDelimited, buf);
+    encode_varint(wc_len as u64, buf);
+    buf.extend_from_slice(&wc_rest[..wc_split]);
+    encode_key(DATA_FIELD, WireType::LengthDelimited, buf);
+    encode_varint(data.len() as u64, buf);
+    let head = buf.split().freeze();
+    let tail = if wc_split == wc_rest.len() && outer_split == outer_rest.len() {
+        Bytes::new()
+    } else {
+        Bytes::from([&wc_rest[wc_split..], &outer_rest[outer_split..]].concat())
+    };
+    RequestBody::new(head, data, tail)
 }
 
 fn run_base() -> i64 {
@@ -225,9 +309,9 @@ impl WorkerLoad for WriteWorker {
                 (RpcKind::PutBlock, 0)
             }
         };
-        // The request (and the chunk's data it shares) is dropped here: the writer's chunk
-        // buffer takes that memory back for the next chunk.
-        let frame = frame_into(&mut self.frame, &req);
+        // The chunk's data goes out as its own segment (no copy); the writer's chunk buffer
+        // takes that memory back for the next chunk once the request is sent and answered.
+        let frame = write_chunk_frame(&mut self.frame, req);
         Some(Rpc {
             kind,
             frame,
@@ -387,7 +471,7 @@ impl WorkerLoad for ReadWorker {
             }
             _ => return None,
         };
-        let frame = frame_into(&mut self.frame, &req);
+        let frame = frame_into(&mut self.frame, &req).into();
         Some(Rpc {
             kind,
             frame,
@@ -488,5 +572,132 @@ impl WorkerLoad for ReadWorker {
 
     fn failed(&mut self) {
         self.stage = Stage::Done;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::checksum::Checksum;
+
+    fn chunk_request(data: Option<Bytes>) -> Req {
+        let checksum_data = match &data {
+            Some(d) => Checksum::new(ChecksumType::Crc32, 16 * 1024)
+                .unwrap()
+                .compute(d),
+            None => Default::default(),
+        };
+        Req {
+            cmd_type: Type::WriteChunk as i32,
+            container_id: 7,
+            datanode_uuid: "c0ffee00-0000-4000-8000-000000000001".into(),
+            write_chunk: Some(WriteChunkRequestProto {
+                block_id: DatanodeBlockId {
+                    container_id: 7,
+                    local_id: 1 << 48 | 3,
+                    block_commit_sequence_id: Some(0),
+                    ..Default::default()
+                },
+                chunk_data: Some(ChunkInfo {
+                    chunk_name: "x_chunk_1".into(),
+                    offset: 4 << 20,
+                    len: data.as_ref().map_or(0, |d| d.len() as u64),
+                    checksum_data,
+                    ..Default::default()
+                }),
+                data,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn prost_frame(msg: &Req) -> Vec<u8> {
+        let encoded = msg.encode_to_vec();
+        let mut v = vec![0];
+        v.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+        v.extend_from_slice(&encoded);
+        v
+    }
+
+    fn data(len: usize) -> Bytes {
+        Bytes::from((0..len).map(|i| (i * 7 % 256) as u8).collect::<Vec<u8>>())
+    }
+
+    #[test]
+    fn write_chunk_segments_are_prosts_encoding() {
+        let mut requests = Vec::new();
+        // Data sizes around the varint boundaries of its length (2^14, 2^21) and the segment
+        // threshold, a full 4 MB chunk, a small chunk (framed whole), empty and absent data.
+        for len in [
+            4 << 20,
+            SEGMENT_MIN - 1,
+            SEGMENT_MIN,
+            (1 << 21) - 1,
+            1 << 21,
+            (1 << 21) + 1,
+            100,
+            0,
+        ] {
+            requests.push(chunk_request(Some(data(len))));
+        }
+        requests.push(chunk_request(None));
+        // A piggybacked PutBlock and the auto-create flag after `data`, and fields of the outer
+        // message on both sides of `writeChunk`.
+        let mut r = chunk_request(Some(data(300_000)));
+        let wc = r.write_chunk.as_mut().unwrap();
+        wc.block = Some(PutBlockRequestProto {
+            block_data: BlockData {
+                block_id: wc.block_id,
+                chunks: vec![wc.chunk_data.clone().unwrap()],
+                size: Some(300_000),
+                ..Default::default()
+            },
+            eof: Some(true),
+            ..Default::default()
+        });
+        wc.container_auto_create = Some(true);
+        r.trace_id = Some("trace".into());
+        r.pipeline_id = Some("pipeline".into());
+        r.encoded_token = Some("token".into());
+        r.version = Some(3);
+        r.client_id = Some(Bytes::from_static(b"client"));
+        r.call_id = Some(99);
+        requests.push(r);
+        // A PutBlock goes through the same function, framed whole.
+        requests.push(Req {
+            cmd_type: Type::PutBlock as i32,
+            container_id: 7,
+            datanode_uuid: "u".into(),
+            put_block: Some(PutBlockRequestProto::default()),
+            ..Default::default()
+        });
+
+        let mut buf = BytesMut::new();
+        for req in requests {
+            let expected = prost_frame(&req);
+            let payload = req.write_chunk.as_ref().and_then(|w| w.data.clone());
+            let body = write_chunk_frame(&mut buf, req);
+            assert_eq!(body.to_vec(), expected, "{} bytes of data", body.len());
+            match payload {
+                Some(d) if d.len() >= SEGMENT_MIN => {
+                    // The data segment is the caller's memory, and the envelope is small.
+                    assert_eq!(body.parts()[1].as_ptr(), d.as_ptr());
+                    assert_eq!(body.parts()[1].len(), d.len());
+                    assert!(body.parts()[0].len() < 2048, "{}", body.parts()[0].len());
+                }
+                _ => assert!(body.as_single().is_some()),
+            }
+        }
+    }
+
+    #[test]
+    fn split_after_field_finds_where_the_larger_numbers_start() {
+        let msg = chunk_request(None);
+        let encoded = msg.encode_to_vec();
+        assert_eq!(split_after_field(&encoded, 100), encoded.len());
+        assert_eq!(split_after_field(&encoded, 0), 0);
+        // cmdType (1) and containerID (3) come before datanodeUuid (4).
+        assert_eq!(split_after_field(&encoded, 3), 1 + 1 + 1 + 1);
     }
 }

@@ -47,7 +47,7 @@ impl Echo {
         Self {
             rpc: Rpc {
                 kind: RpcKind::Echo,
-                frame: crate::connection::unary::grpc_frame(&template),
+                frame: crate::connection::unary::grpc_frame(&template).into(),
                 request_bytes: request_len,
                 goodput_bytes: request_len,
                 throttle_op,

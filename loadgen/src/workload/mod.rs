@@ -16,9 +16,9 @@ pub mod block;
 pub mod block_writer;
 pub mod echo;
 
+use crate::connection::http2::RequestBody;
 use crate::outcome::Failure;
 use crate::throttle::OpKind;
-use bytes::Bytes;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 
 pub use crate::outcome::RpcKind;
@@ -27,8 +27,9 @@ pub use crate::outcome::RpcKind;
 #[derive(Clone, Debug)]
 pub struct Rpc {
     pub kind: RpcKind,
-    /// The request as a gRPC-framed message (retries send the same `Bytes`, not a copy).
-    pub frame: Bytes,
+    /// The request as a gRPC-framed message, possibly in segments (a WriteChunk's data is one of
+    /// its own); retries send the same `Bytes`, not a copy.
+    pub frame: RequestBody,
     /// Application payload bytes the request carries (bytes sent).
     pub request_bytes: u64,
     /// Payload bytes that count as goodput when the RPC succeeds (written or read data).
