@@ -24,8 +24,8 @@
 #   scripts/exp-checksum.sh [--quick] [--seconds 1] [--sizes "64KB 1MB 4MB"]
 #                           [--threads "1 2 … 3×nproc"] [--latencies "0"] [--repeats 5]
 #                           [--transports "null real"]
-# --quick: 2 sizes × 1 and 2 writers × both transports, 2 repeats of 0.5 s, with the debug build
-# the test command has already built, output under target/exp-quick/ (about 40 s; a smoke test
+# --quick: 2 sizes × 1 and 2 writers × both transports, 2 repeats of 0.3 s, with the debug build
+# the test command has already built, output under target/exp-quick/ (about 30 s; a smoke test
 # for CI: its numbers mean nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +42,7 @@ quick=0
 profile=release
 while [ $# -gt 0 ]; do
     case $1 in
-        --quick) quick=1; sizes="64KB 1MB"; threads="1 2"; seconds=0.5; repeats=2; profile=debug; shift ;;
+        --quick) quick=1; sizes="64KB 1MB"; threads="1 2"; seconds=0.3; repeats=2; profile=debug; shift ;;
         --seconds) seconds=$2; shift 2 ;;
         --sizes) sizes=$2; shift 2 ;;
         --threads) threads=$2; shift 2 ;;
