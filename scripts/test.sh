@@ -24,7 +24,7 @@ scripts/check-deploy.sh
 echo "== compose stack under Podman (installs Podman when missing; says so and goes on when it cannot)"
 scripts/compose-smoke.sh
 
-echo "== HDDS-15612 experiment, quick (loadgen write against dn-sim, about 35 s)"
+echo "== HDDS-15612 experiment, quick (loadgen write against dn-sim and --target null, about 40 s)"
 scripts/exp-checksum.sh --quick >/dev/null
 
 echo "== throttling experiment, quick (accounting only, no performance goals; < 1 minute each)"
