@@ -100,27 +100,15 @@ for r in $(seq 1 "$rounds"); do
 done
 [ -n "$save_report" ] && cp "$work/freon-1.txt" "$save_report"
 
-python3 - "$work" "$rounds" "$n" "$out" <<'PY'
-import re, statistics, sys
+PYTHONPATH="$root/scripts/lib" python3 - "$work" "$rounds" "$n" "$out" <<'PY'
+import statistics, sys
+import freon_report
 work, rounds, n, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 
 def report(tag):
-    text = open(f"{work}/{tag}.txt", errors="replace").read().replace("\r", "\n")
-    def field(pattern):
-        m = re.search(pattern, text, re.M)
-        if not m:
-            sys.exit(f"bench-vs-freon.sh: no '{pattern}' in {tag}'s report:\n{text[-2000:]}")
-        return float(m.group(1))
+    figures = freon_report.parse(f"{work}/{tag}.txt", f"bench-vs-freon.sh: {tag}")
     wall, user, system = map(float, open(f"{work}/{tag}.time").read().split()[-3:])
-    return {
-        "count": field(r"^\s+count = (\d+)"),
-        "rate": field(r"^\s+mean rate = ([\d.]+) calls/second"),
-        "p50": field(r"^\s+median = ([\d.]+) milliseconds"),
-        "p99": field(r"^\s+99% <= ([\d.]+) milliseconds"),
-        "failures": field(r"^Failures: (\d+)"),
-        "cpu": user + system,
-        "wall": wall,
-    }
+    return figures | {"cpu": user + system, "wall": wall}
 
 startup = {t: report(f"{t}-startup")["cpu"] for t in ("freon", "loadgen")}
 rows, per_tool = [], {"freon": [], "loadgen": []}

@@ -96,19 +96,11 @@ ratis_cell() {
         --sleep-time-ms 0 --payload-req 0 --container-id 1
     printf '%q ' "${freon[@]}" >"$work/freon-cmd.sh"
     script -qec "bash $work/freon-cmd.sh" /dev/null >"$work/freon.txt" 2>&1 </dev/null || true
-    python3 - "$work/freon.txt" "$key" "$value" >>"$csv" <<'PY'
-import re, sys
-text = open(sys.argv[1], errors="replace").read().replace("\r", "\n")
-def field(p):
-    m = re.search(p, text, re.M)
-    if not m:
-        sys.exit(f"exp-real-handlers.sh: no '{p}' in freon's output:\n{text[-2000:]}")
-    return float(m.group(1))
-rate = field(r"^\s+mean rate = ([\d.]+) calls/second")
-p50 = field(r"^\s+median = ([\d.]+) milliseconds")
-p99 = field(r"^\s+99% <= ([\d.]+) milliseconds")
-failures = field(r"^Failures: (\d+)")
-print(f"B,real,{sys.argv[2]},{sys.argv[3]},ratis,freon,0,{rate:.1f},{p50:.3f},{p99:.3f},{failures:.0f}")
+    PYTHONPATH="$root/scripts/lib" python3 - "$work/freon.txt" "$key" "$value" >>"$csv" <<'PY'
+import sys
+import freon_report
+f = freon_report.parse(sys.argv[1], "exp-real-handlers.sh: freon")
+print(f"B,real,{sys.argv[2]},{sys.argv[3]},ratis,freon,0,{f['rate']:.1f},{f['p50']:.3f},{f['p99']:.3f},{f['failures']:.0f}")
 PY
 }
 

@@ -120,6 +120,21 @@ impl ManifestBlock {
     }
 }
 
+/// Creates the manifest file at `path` with its header line (the configuration `write`).
+fn create_with_header(
+    path: &Path,
+    write: serde_json::Value,
+) -> std::io::Result<std::io::BufWriter<std::fs::File>> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let header = Header {
+        manifest: FORMAT.to_string(),
+        write,
+    };
+    serde_json::to_writer(&mut out, &header)?;
+    out.write_all(b"\n")?;
+    Ok(out)
+}
+
 /// A manifest being written: the header at once, then each block as it is committed (nothing
 /// is kept in memory). The first write error is kept and reported at the end.
 pub struct ManifestWriter {
@@ -128,13 +143,7 @@ pub struct ManifestWriter {
 
 impl ManifestWriter {
     pub fn create(path: &Path, write: serde_json::Value) -> std::io::Result<Self> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-        let header = Header {
-            manifest: FORMAT.to_string(),
-            write,
-        };
-        serde_json::to_writer(&mut out, &header)?;
-        out.write_all(b"\n")?;
+        let out = create_with_header(path, write)?;
         Ok(ManifestWriter {
             out: Mutex::new((out, None)),
         })
@@ -173,13 +182,7 @@ pub fn write(
     write: serde_json::Value,
     blocks: &[ManifestBlock],
 ) -> std::io::Result<()> {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let header = Header {
-        manifest: FORMAT.to_string(),
-        write,
-    };
-    serde_json::to_writer(&mut out, &header)?;
-    out.write_all(b"\n")?;
+    let mut out = create_with_header(path, write)?;
     for b in blocks {
         serde_json::to_writer(&mut out, b)?;
         out.write_all(b"\n")?;
