@@ -271,3 +271,23 @@ async fn pre_handler_failures_record_no_latency_and_failed_writes_no_bytes() {
     assert_eq!(sample(&prom, "hdds_dispatcher_concurrency{"), 0);
     server.shutdown().await;
 }
+
+/// The spawned-binary helper other test crates rely on: it serves, reports memory and metrics,
+/// and comes back on the same port after a SIGKILL.
+#[tokio::test]
+async fn a_spawned_dn_sim_reports_its_memory_and_survives_a_restart() {
+    let mut server = support::process::DnSimProcess::spawn(&["--store", "memory"]);
+    let rss = server.rss_mib();
+    assert!(rss > 1.0 && rss <= server.peak_rss_mib(), "rss {rss} MiB");
+    server.reset_peak();
+    assert!(server.peak_rss_mib() <= server.rss_mib() + 1.0);
+    assert!(server.http_get("/metrics").contains("dn_sim_"));
+    let before = server.pid();
+    server.restart();
+    assert_ne!(before, server.pid());
+    assert!(server.is_running());
+    let ok = send_raw(server.addr, b"").await;
+    assert!(ok.is_err(), "an empty request is no request: {ok:?}");
+    server.kill();
+    assert!(!server.is_running());
+}

@@ -1,5 +1,10 @@
 //! Helpers the dn-sim test crates share.
 
+/// A `dn-sim` binary as a child process (memory, metrics, kill and restart); not every test
+/// crate uses all of it.
+#[allow(dead_code)]
+pub mod process;
+
 use bytes::{Buf, BufMut, Bytes};
 use std::net::SocketAddr;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
