@@ -10,7 +10,7 @@ use crate::delay::DelayModel;
 use crate::disk::DiskModel;
 use crate::fault::{FaultKind, FaultPlan};
 use crate::keyvalue::KeyValueHandler;
-use crate::metrics::Metrics;
+use crate::metrics::{Answered, Metrics};
 use crate::payload::PayloadSource;
 use crate::pool::HandlerPool;
 use crate::service_limits::ServiceLimits;
@@ -105,8 +105,7 @@ impl Dispatcher {
                     crate::timer::sleep(d).await;
                 }
                 let status = self.limits.status(rejection);
-                let label = format!("GRPC_{}", crate::fault::grpc_code_name(status.code()));
-                self.done(cmd, &label, arrived, 0);
+                self.done(cmd, Answered::Grpc(status.code()), arrived, 0);
                 return Outcome::Fail(status);
             }
         }
@@ -120,7 +119,12 @@ impl Dispatcher {
             Ok(handler) => handler,
             Err(full) => {
                 self.metrics.rejected("queue_full");
-                self.done(cmd, "GRPC_RESOURCE_EXHAUSTED", arrived, 0);
+                self.done(
+                    cmd,
+                    Answered::Grpc(tonic::Code::ResourceExhausted),
+                    arrived,
+                    0,
+                );
                 return Outcome::Fail(Status::resource_exhausted(format!(
                     "dn-sim handler queue is full ({} requests waiting, --max-queue)",
                     full.bound
@@ -132,7 +136,7 @@ impl Dispatcher {
         let mut clock = ServiceClock::starting_at(start);
         clock.hold(delay).await;
         if let Some(kind) = &fault {
-            self.metrics.fault_injected(&kind.kind_label());
+            self.metrics.fault_injected(kind);
         }
         let container_id = req.container_id;
         let before = Accounting::before(cmd, &req, self.keyvalue.store());
@@ -156,27 +160,22 @@ impl Dispatcher {
         handler.busy_until(clock.end());
         // The handler is free once the answer exists; a dropped request does not hold it.
         drop(handler);
-        let (label, size) = match &outcome {
+        let (answered, size) = match &outcome {
             Outcome::Answer(resp) => {
                 self.account(cmd, &before, resp, arrived);
-                let label =
-                    OzoneResult::try_from(resp.result).map_or("UNKNOWN", |r| r.as_str_name());
-                (label.to_string(), resp.encoded_len())
+                (Answered::Result(resp.result), resp.encoded_len())
             }
-            Outcome::Fail(status) => {
-                let code = crate::fault::grpc_code_name(status.code());
-                (format!("GRPC_{code}"), 0)
-            }
-            Outcome::Drop => ("DROPPED".to_string(), 0),
-            Outcome::Reset => ("RESET".to_string(), 0),
+            Outcome::Fail(status) => (Answered::Grpc(status.code()), 0),
+            Outcome::Drop => (Answered::Dropped, 0),
+            Outcome::Reset => (Answered::Reset, 0),
         };
-        self.done(cmd, &label, arrived, size);
+        self.done(cmd, answered, arrived, size);
         outcome
     }
 
-    fn done(&self, cmd: Type, result: &str, arrived: Instant, size: usize) {
+    fn done(&self, cmd: Type, answered: Answered, arrived: Instant, size: usize) {
         self.metrics
-            .request_done(cmd, result, arrived.elapsed(), size);
+            .request_done(cmd, answered, arrived.elapsed(), size);
     }
 
     /// The DataNode's `ContainerMetrics` for an answered request (`HddsDispatcher.dispatchRequest`

@@ -15,16 +15,17 @@
 //! tests, loadgen's embedded one — keep separate numbers. Handles are registered once; recording a
 //! request is a few atomic adds.
 
+use crate::fault::FaultKind;
 use crate::version::OzoneVersion;
-use common::proto::Type;
+use common::proto::{Result as OzoneResult, Type};
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 const META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
@@ -49,11 +50,96 @@ struct DnType {
     dispatcher_time_ms: AtomicU64,
 }
 
+/// How a request was answered, as the `result` label of `dn_sim_requests_total` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// A response carrying this Ozone result (its number; one the protocol lacks is `UNKNOWN`).
+    Result(i32),
+    /// A gRPC status that ended the call: `GRPC_<code>`.
+    Grpc(tonic::Code),
+    /// No answer (`--fault drop`): `DROPPED`.
+    Dropped,
+    /// The stream was reset (`--fault reset`): `RESET`.
+    Reset,
+}
+
+/// Slots for Ozone result numbers 0..RESULT_SLOTS (2.2.0 has 0..=49); a number outside them or
+/// unknown to the protocol is counted as `UNKNOWN`.
+const RESULT_SLOTS: usize = 64;
+const UNKNOWN_SLOT: usize = RESULT_SLOTS;
+const GRPC_SLOTS: usize = 17;
+const DROPPED_SLOT: usize = RESULT_SLOTS + 1 + GRPC_SLOTS;
+const RESET_SLOT: usize = DROPPED_SLOT + 1;
+const ANSWER_SLOTS: usize = RESET_SLOT + 1;
+
+impl Answered {
+    fn slot(self) -> usize {
+        match self {
+            Answered::Result(n) => match usize::try_from(n) {
+                Ok(i) if i < RESULT_SLOTS && OzoneResult::try_from(n).is_ok() => i,
+                _ => UNKNOWN_SLOT,
+            },
+            Answered::Grpc(code) => RESULT_SLOTS + 1 + (code as usize).min(GRPC_SLOTS - 1),
+            Answered::Dropped => DROPPED_SLOT,
+            Answered::Reset => RESET_SLOT,
+        }
+    }
+
+    /// The label: an Ozone result name, `GRPC_<code>`, `DROPPED` or `RESET`.
+    pub fn label(self) -> String {
+        match self {
+            Answered::Result(n) => OzoneResult::try_from(n)
+                .map_or("UNKNOWN", |r| r.as_str_name())
+                .to_string(),
+            Answered::Grpc(code) => format!("GRPC_{}", crate::fault::grpc_code_name(code)),
+            Answered::Dropped => "DROPPED".to_string(),
+            Answered::Reset => "RESET".to_string(),
+        }
+    }
+}
+
+/// A counter per label value, each registered the first time it is counted (so an exposition
+/// shows only what happened) and from then on a plain handle: the registry's lock and the
+/// label's allocation are paid once per series, never per request.
+struct LazyCounters {
+    slots: Box<[OnceLock<Counter>]>,
+}
+
+impl LazyCounters {
+    fn new(slots: usize) -> Self {
+        Self {
+            slots: (0..slots).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn get(&self, slot: usize, register: impl FnOnce() -> Counter) -> &Counter {
+        self.slots[slot].get_or_init(register)
+    }
+}
+
 /// One command type's simulator metrics.
 struct SimType {
-    success: Counter,
+    /// `dn_sim_requests_total{type,result}` by [`Answered::slot`]; SUCCESS registered up front.
+    answers: LazyCounters,
     duration: Histogram,
 }
+
+/// Slots of `dn_sim_faults_injected_total{kind}`: a result per Ozone result number, a gRPC code,
+/// drop, reset, stall.
+const FAULT_SLOTS: usize = RESULT_SLOTS + GRPC_SLOTS + 3;
+
+fn fault_slot(kind: &FaultKind) -> usize {
+    match kind {
+        FaultKind::Result(r) => (*r as usize).min(RESULT_SLOTS - 1),
+        FaultKind::Grpc(code) => RESULT_SLOTS + (*code as usize).min(GRPC_SLOTS - 1),
+        FaultKind::Drop => RESULT_SLOTS + GRPC_SLOTS,
+        FaultKind::Reset => RESULT_SLOTS + GRPC_SLOTS + 1,
+        FaultKind::Stall(_) => RESULT_SLOTS + GRPC_SLOTS + 2,
+    }
+}
+
+/// The reasons of `dn_sim_rejected_requests_total{reason}`: the service limits' and the queue's.
+const REJECT_REASONS: [&str; 4] = ["ingress", "egress", "ops", "queue_full"];
 
 pub struct Metrics {
     version: OzoneVersion,
@@ -65,6 +151,8 @@ pub struct Metrics {
     in_flight: AtomicI64,
     sim: PrometheusRecorder,
     types: Vec<Option<SimType>>,
+    faults: LazyCounters,
+    rejections: LazyCounters,
     queue_wait: Histogram,
     bytes_received: Counter,
     bytes_sent: Counter,
@@ -87,6 +175,16 @@ fn key(name: &str, labels: &[(&str, String)]) -> Key {
         .map(|(k, v)| Label::new(k.to_string(), v.clone()))
         .collect();
     Key::from_parts(name.to_string(), labels)
+}
+
+fn requests_key(t: Type, answered: Answered) -> Key {
+    key(
+        "dn_sim_requests_total",
+        &[
+            ("type", t.as_str_name().into()),
+            ("result", answered.label()),
+        ],
+    )
 }
 
 impl Default for Metrics {
@@ -116,17 +214,13 @@ impl Metrics {
         let types = (0..=MAX_TYPE as i32)
             .map(|n| {
                 let t = Type::try_from(n).ok()?;
+                let answers = LazyCounters::new(ANSWER_SLOTS);
+                let success = Answered::Result(OzoneResult::Success as i32);
+                answers.get(success.slot(), || {
+                    sim.register_counter(&requests_key(t, success), &META)
+                });
                 Some(SimType {
-                    success: sim.register_counter(
-                        &key(
-                            "dn_sim_requests_total",
-                            &[
-                                ("type", t.as_str_name().into()),
-                                ("result", "SUCCESS".into()),
-                            ],
-                        ),
-                        &META,
-                    ),
+                    answers,
                     duration: sim.register_histogram(
                         &key(
                             "dn_sim_request_duration_seconds",
@@ -223,6 +317,8 @@ impl Metrics {
             process_fds: sim.register_gauge(&key("process_open_fds", &[]), &META),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
             types,
+            faults: LazyCounters::new(FAULT_SLOTS),
+            rejections: LazyCounters::new(REJECT_REASONS.len()),
             sim,
         }
     }
@@ -270,22 +366,24 @@ impl Metrics {
     /// A request was answered after `elapsed` (queue wait included) with `result` (an Ozone
     /// result name, or GRPC_<code>, DROPPED, RESET): the dispatcher's `time` (ms) and the
     /// simulator's metrics.
-    pub fn request_done(&self, t: Type, result: &str, elapsed: Duration, response_bytes: usize) {
+    pub fn request_done(
+        &self,
+        t: Type,
+        answered: Answered,
+        elapsed: Duration,
+        response_bytes: usize,
+    ) {
         let m = self.dn(t);
         m.dispatcher_time_ms
             .fetch_add(elapsed.as_millis() as u64, Relaxed);
         self.in_flight.fetch_sub(1, Relaxed);
         if let Some(m) = self.of(t) {
             m.duration.record(elapsed.as_secs_f64());
-            if result == "SUCCESS" {
-                m.success.increment(1);
-            } else {
-                let k = key(
-                    "dn_sim_requests_total",
-                    &[("type", t.as_str_name().into()), ("result", result.into())],
-                );
-                self.sim.register_counter(&k, &META).increment(1);
-            }
+            m.answers
+                .get(answered.slot(), || {
+                    self.sim.register_counter(&requests_key(t, answered), &META)
+                })
+                .increment(1);
         }
         self.bytes_sent.increment(response_bytes as u64);
     }
@@ -294,24 +392,34 @@ impl Metrics {
         self.queue_wait.record(wait.as_secs_f64());
     }
 
-    pub fn fault_injected(&self, kind: &str) {
-        self.sim
-            .register_counter(
-                &key("dn_sim_faults_injected_total", &[("kind", kind.into())]),
-                &META,
-            )
+    pub fn fault_injected(&self, kind: &FaultKind) {
+        self.faults
+            .get(fault_slot(kind), || {
+                let label = kind.kind_label().into_owned();
+                self.sim.register_counter(
+                    &key("dn_sim_faults_injected_total", &[("kind", label)]),
+                    &META,
+                )
+            })
             .increment(1);
     }
 
-    pub fn rejected(&self, reason: &str) {
-        self.sim
-            .register_counter(
-                &key(
-                    "dn_sim_rejected_requests_total",
-                    &[("reason", reason.into())],
-                ),
-                &META,
-            )
+    /// A request rejected before service; `reason` is one of [`REJECT_REASONS`].
+    pub fn rejected(&self, reason: &'static str) {
+        let slot = REJECT_REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .expect("a known rejection reason");
+        self.rejections
+            .get(slot, || {
+                self.sim.register_counter(
+                    &key(
+                        "dn_sim_rejected_requests_total",
+                        &[("reason", reason.into())],
+                    ),
+                    &META,
+                )
+            })
             .increment(1);
     }
 
@@ -555,11 +663,16 @@ mod tests {
         let pool = crate::pool::HandlerPool::new(4, None);
         m.request_received(Type::Echo, 20);
         m.handler_latency(Type::Echo, Duration::from_micros(1500));
-        m.request_done(Type::Echo, "SUCCESS", Duration::from_micros(1500), 30);
+        m.request_done(
+            Type::Echo,
+            Answered::Result(OzoneResult::Success as i32),
+            Duration::from_micros(1500),
+            30,
+        );
         m.request_received(Type::WriteChunk, 4200);
         m.request_done(
             Type::WriteChunk,
-            "CONTAINER_NOT_FOUND",
+            Answered::Result(OzoneResult::ContainerNotFound as i32),
             Duration::from_millis(2),
             10,
         );
@@ -659,5 +772,69 @@ mod tests {
         assert_eq!(java_double(1234.5), "1234.5");
         assert_eq!(java_double(12500000.0), "1.25E7");
         assert_eq!(java_double(10000000.0), "1.0E7");
+    }
+
+    #[test]
+    fn each_answer_fault_and_rejection_counts_in_its_own_series() {
+        let m = Metrics::new(OzoneVersion::V2_2);
+        let pool = crate::pool::HandlerPool::new(1, None);
+        let ms = Duration::from_millis(1);
+        let answers = [
+            Answered::Result(OzoneResult::Success as i32),
+            Answered::Result(OzoneResult::ContainerNotFound as i32),
+            Answered::Result(OzoneResult::ContainerNotFound as i32),
+            Answered::Result(9999),
+            Answered::Grpc(tonic::Code::ResourceExhausted),
+            Answered::Dropped,
+            Answered::Reset,
+        ];
+        for a in answers {
+            m.request_received(Type::ReadChunk, 10);
+            m.request_done(Type::ReadChunk, a, ms, 0);
+        }
+        for kind in [
+            FaultKind::Result(OzoneResult::IoException),
+            FaultKind::Grpc(tonic::Code::Unavailable),
+            FaultKind::Grpc(tonic::Code::Unavailable),
+            FaultKind::Drop,
+            FaultKind::Stall(ms),
+        ] {
+            m.fault_injected(&kind);
+        }
+        m.rejected("ops");
+        m.rejected("queue_full");
+        m.rejected("ops");
+        let text = m.render_metrics(&pool);
+        let count = |series: &str| -> f64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(series))
+                .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        let req = |result: &str| {
+            count(&format!(
+                "dn_sim_requests_total{{type=\"ReadChunk\",result=\"{result}\"}}"
+            ))
+        };
+        assert_eq!(req("SUCCESS"), 1.0);
+        assert_eq!(req("CONTAINER_NOT_FOUND"), 2.0);
+        assert_eq!(req("UNKNOWN"), 1.0);
+        assert_eq!(req("GRPC_RESOURCE_EXHAUSTED"), 1.0);
+        assert_eq!(req("DROPPED"), 1.0);
+        assert_eq!(req("RESET"), 1.0);
+        // SUCCESS is registered up front for every type; nothing else before it happens.
+        assert!(text.contains("dn_sim_requests_total{type=\"Echo\",result=\"SUCCESS\"} 0"));
+        assert!(!text.contains("type=\"Echo\",result=\"CONTAINER_NOT_FOUND\""));
+        let fault = |kind: &str| count(&format!("dn_sim_faults_injected_total{{kind=\"{kind}\"}}"));
+        assert_eq!(fault("result:IO_EXCEPTION"), 1.0);
+        assert_eq!(fault("grpc:UNAVAILABLE"), 2.0);
+        assert_eq!(fault("drop"), 1.0);
+        assert_eq!(fault("stall"), 1.0);
+        assert!(!text.contains("kind=\"reset\""));
+        let rejected =
+            |r: &str| count(&format!("dn_sim_rejected_requests_total{{reason=\"{r}\"}}"));
+        assert_eq!(rejected("ops"), 2.0);
+        assert_eq!(rejected("queue_full"), 1.0);
     }
 }
