@@ -5,11 +5,11 @@
 
 use crate::containers::ContainerIds;
 use crate::delay::{DelayModel, DelaySpec};
-use crate::dispatcher::LiveSettings;
 use crate::fault::{FaultPlan, FaultSpec};
 use crate::health::HealthcheckArgs;
 use crate::server::Config;
 use crate::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
+use crate::settings::{LiveSettings, MAX_HANDLERS, parse_bandwidth, parse_limit_status};
 use crate::store::StoreKind;
 use crate::target::Assignment;
 use clap::{Parser, Subcommand};
@@ -67,7 +67,7 @@ pub struct Args {
 
     /// Handlers serving requests: the DataNode's gRPC worker pool
     /// (read.chunk.threads.per.volume × volumes). Default 10.
-    #[arg(long, env = "DN_SIM_HANDLER_COUNT", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, env = "DN_SIM_HANDLER_COUNT", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HANDLERS)))]
     pub handler_count: Option<u32>,
 
     /// Bound of the queue of requests waiting for a handler; when full, requests get
@@ -316,21 +316,6 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     common::units::parse_duration(s).map_err(|e| e.to_string())
-}
-
-pub fn parse_limit_status(s: &str) -> Result<tonic::Code, String> {
-    match crate::fault::parse_grpc_code(s) {
-        Some(c @ (tonic::Code::Unavailable | tonic::Code::ResourceExhausted)) => Ok(c),
-        _ => Err(format!("'{s}' is not UNAVAILABLE or RESOURCE_EXHAUSTED")),
-    }
-}
-
-pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
-    match common::units::parse_rate(s) {
-        Ok(r) if r > 0.0 => Ok(r),
-        Ok(_) => Err("must be greater than zero".into()),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 impl Args {

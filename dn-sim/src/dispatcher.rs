@@ -6,14 +6,14 @@
 //! [`KeyValueHandler`], which also runs the container checks), build the response envelope. Application errors are normal responses with `result != SUCCESS`; only failures the
 //! real DataNode reports through `onError` become a gRPC status.
 
-use crate::delay::DelayModel;
 use crate::disk::DiskModel;
-use crate::fault::{FaultKind, FaultPlan};
+use crate::fault::FaultKind;
 use crate::keyvalue::KeyValueHandler;
 use crate::metrics::{Answered, Metrics};
 use crate::payload::PayloadSource;
 use crate::pool::HandlerPool;
 use crate::service_limits::ServiceLimits;
+pub use crate::settings::LiveSettings;
 use crate::store::ContainerStore;
 use crate::timer::ServiceClock;
 use arc_swap::ArcSwap;
@@ -32,14 +32,6 @@ use tonic::Status;
 pub struct NodeIdentity {
     pub datanode_uuid: String,
     pub version: crate::version::OzoneVersion,
-}
-
-/// Settings that can change while serving (`PUT /config`). A request reads them once, when it
-/// arrives, so requests already running finish under the settings they started with.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct LiveSettings {
-    pub delays: DelayModel,
-    pub faults: FaultPlan,
 }
 
 /// How a request ends.

@@ -34,6 +34,7 @@ pub mod rng;
 pub mod server;
 pub mod service;
 pub mod service_limits;
+pub mod settings;
 pub mod store;
 pub mod target;
 pub mod timer;
