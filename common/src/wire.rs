@@ -65,6 +65,55 @@ pub trait RequiredFields {
     fn check_required(buf: &[u8]) -> Result<(), WireError> {
         check(buf, Self::SPEC, 0)
     }
+
+    /// Checks the encoding of one `Self` given in pieces (as a WriteChunk is sent: its data a
+    /// segment of its own), without joining them.
+    fn check_required_parts(parts: &[&[u8]]) -> Result<(), WireError> {
+        let parts = Parts::new(parts);
+        check_range(&parts, 0, parts.len, Self::SPEC, 0)
+    }
+}
+
+/// What the check reads: a byte by position. Only the fields' keys and lengths are read; the
+/// contents of `bytes` and `string` fields are skipped, so a message in pieces is checked
+/// without a copy.
+trait WireBytes {
+    fn byte(&self, i: usize) -> Option<u8>;
+}
+
+impl WireBytes for [u8] {
+    #[inline]
+    fn byte(&self, i: usize) -> Option<u8> {
+        self.get(i).copied()
+    }
+}
+
+/// A message as consecutive pieces (at most a handful).
+struct Parts<'a> {
+    parts: &'a [&'a [u8]],
+    len: usize,
+}
+
+impl<'a> Parts<'a> {
+    fn new(parts: &'a [&'a [u8]]) -> Self {
+        Parts {
+            parts,
+            len: parts.iter().map(|p| p.len()).sum(),
+        }
+    }
+}
+
+impl WireBytes for Parts<'_> {
+    #[inline]
+    fn byte(&self, mut i: usize) -> Option<u8> {
+        for p in self.parts {
+            if i < p.len() {
+                return Some(p[i]);
+            }
+            i -= p.len();
+        }
+        None
+    }
 }
 
 impl RequiredFields for crate::proto::ContainerCommandRequestProto {
@@ -82,10 +131,17 @@ pub fn spec_by_name(short_name: &str) -> Option<usize> {
         .position(|m| m.name.rsplit('.').next() == Some(short_name))
 }
 
-fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
+fn read_varint<B: WireBytes + ?Sized>(
+    buf: &B,
+    end: usize,
+    pos: &mut usize,
+) -> Result<u64, WireError> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
-        let b = *buf.get(*pos).ok_or(WireError::Truncated)?;
+        if *pos >= end {
+            return Err(WireError::Truncated);
+        }
+        let b = buf.byte(*pos).ok_or(WireError::Truncated)?;
         *pos += 1;
         value |= u64::from(b & 0x7f) << shift;
         if b < 0x80 {
@@ -95,26 +151,37 @@ fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
     Err(WireError::Truncated)
 }
 
-fn skip(buf: &[u8], pos: &mut usize, n: usize) -> Result<(), WireError> {
-    let end = pos.checked_add(n).ok_or(WireError::Truncated)?;
-    if end > buf.len() {
+fn skip(end: usize, pos: &mut usize, n: usize) -> Result<(), WireError> {
+    let to = pos.checked_add(n).ok_or(WireError::Truncated)?;
+    if to > end {
         return Err(WireError::Truncated);
     }
-    *pos = end;
+    *pos = to;
     Ok(())
 }
 
 /// Checks one message of type `MESSAGE_SPECS[spec]` encoded in `buf`.
 pub fn check(buf: &[u8], spec: usize, depth: u32) -> Result<(), WireError> {
+    check_range(buf, 0, buf.len(), spec, depth)
+}
+
+/// Checks one message of type `MESSAGE_SPECS[spec]` encoded in `buf[start..end]`.
+fn check_range<B: WireBytes + ?Sized>(
+    buf: &B,
+    start: usize,
+    end: usize,
+    spec: usize,
+    depth: u32,
+) -> Result<(), WireError> {
     if depth > MAX_DEPTH {
         return Err(WireError::TooDeep);
     }
     let spec = &MESSAGE_SPECS[spec];
     // At most 64 required fields per message; Ozone's largest has 3.
     let mut seen: u64 = 0;
-    let mut pos = 0;
-    while pos < buf.len() {
-        let key = read_varint(buf, &mut pos)?;
+    let mut pos = start;
+    while pos < end {
+        let key = read_varint(buf, end, &mut pos)?;
         let field = i32::try_from(key >> 3).map_err(|_| WireError::InvalidTag)?;
         if field == 0 {
             return Err(WireError::InvalidTag);
@@ -123,21 +190,21 @@ pub fn check(buf: &[u8], spec: usize, depth: u32) -> Result<(), WireError> {
         let mut present = true;
         match key & 7 {
             0 => {
-                let v = read_varint(buf, &mut pos)?;
+                let v = read_varint(buf, end, &mut pos)?;
                 if let Some((_, values)) = spec.required_enums.iter().find(|(f, _)| *f == field) {
                     // proto2 enums are int32; an unknown value leaves the field unset in Java.
                     present = values.contains(&(v as i64 as i32));
                 }
             }
-            1 => skip(buf, &mut pos, 8)?,
-            5 => skip(buf, &mut pos, 4)?,
+            1 => skip(end, &mut pos, 8)?,
+            5 => skip(end, &mut pos, 4)?,
             2 => {
-                let len = usize::try_from(read_varint(buf, &mut pos)?)
+                let len = usize::try_from(read_varint(buf, end, &mut pos)?)
                     .map_err(|_| WireError::Truncated)?;
-                let start = pos;
-                skip(buf, &mut pos, len)?;
+                let from = pos;
+                skip(end, &mut pos, len)?;
                 if let Some((_, child)) = spec.nested.iter().find(|(f, _)| *f == field) {
-                    check(&buf[start..pos], *child, depth + 1)?;
+                    check_range(buf, from, pos, *child, depth + 1)?;
                 }
             }
             _ => return Err(WireError::InvalidTag),
@@ -266,6 +333,33 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
             let _ = ContainerCommandRequestProto::check_required(&bytes);
             let _ = ContainerCommandResponseProto::check_required(&bytes);
+        }
+
+        /// A message in three pieces, split anywhere, checks exactly as the whole does: valid
+        /// requests (an Echo, with a field dropped or not) and arbitrary bytes alike.
+        #[test]
+        fn pieces_check_as_the_whole(
+            garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128),
+            drop_field in proptest::prelude::any::<bool>(),
+            use_garbage in proptest::prelude::any::<bool>(),
+            a in 0usize..200,
+            b in 0usize..200,
+        ) {
+            let bytes = if use_garbage {
+                garbage
+            } else {
+                let mut req = echo_request();
+                if drop_field {
+                    req.cmd_type = 999;
+                }
+                req.encode_to_vec()
+            };
+            let (x, y) = (a.min(b).min(bytes.len()), a.max(b).min(bytes.len()));
+            let parts: [&[u8]; 3] = [&bytes[..x], &bytes[x..y], &bytes[y..]];
+            proptest::prop_assert_eq!(
+                ContainerCommandRequestProto::check_required_parts(&parts),
+                ContainerCommandRequestProto::check_required(&bytes)
+            );
         }
     }
 }

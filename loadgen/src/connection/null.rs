@@ -9,7 +9,7 @@
 
 use super::http2::RequestBody;
 use crate::outcome::{ErrorKind, Failure};
-use bytes::{Buf, Bytes};
+use bytes::Buf;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 use common::wire::RequiredFields;
 use dn_sim::containers::ContainerIds;
@@ -75,19 +75,19 @@ impl NullDataNode {
             )
         };
         // A WriteChunk's data is a segment of its own (the network path writes it to the socket
-        // without a copy); the required check reads one contiguous message, so the segments
-        // are joined here: one copy of the chunk, which the network path no longer makes.
-        let mut frame = match frame.as_single() {
-            Some(whole) => whole.clone(),
-            None => Bytes::from(frame.to_vec()),
-        };
-        if frame.len() < 5 || frame[0] != 0 {
+        // without a copy); it is checked and decoded in its pieces, so the data reaches the
+        // dispatcher as the same `Bytes`, never copied.
+        let [head, data, tail] = frame.parts();
+        if head.len() < 5 || head[0] != 0 {
             return Err(invalid("not an uncompressed gRPC frame".into()));
         }
-        frame.advance(5);
-        ContainerCommandRequestProto::check_required(&frame).map_err(|e| invalid(e.to_string()))?;
+        let message = head.slice(5..);
+        ContainerCommandRequestProto::check_required_parts(&[&message, data, tail])
+            .map_err(|e| invalid(e.to_string()))?;
+        // A chain of `Bytes` hands a `bytes` field lying inside one piece out as a slice of it.
         let req =
-            ContainerCommandRequestProto::decode(frame).map_err(|e| invalid(e.to_string()))?;
+            ContainerCommandRequestProto::decode(message.chain(data.clone()).chain(tail.clone()))
+                .map_err(|e| invalid(e.to_string()))?;
         let outcome = self.dispatcher.dispatch(req, rng, false).await;
         // An answer that is ready at once would let this worker run on without ever giving way
         // to the other workers of its I/O thread; a real RPC always waits for its answer.
