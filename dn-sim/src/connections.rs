@@ -22,6 +22,7 @@
 use metrics::{Counter, Key, KeyName, Label, Recorder, SharedString};
 use metrics_exporter_prometheus::PrometheusRecorder;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -76,6 +77,10 @@ pub struct ConnectionLimits {
     pub max_ping_strikes: u32,
     /// Time for a client to send the preface and its first SETTINGS (grpc-java's 120 s).
     pub handshake_timeout: Duration,
+    /// The listening socket's accept queue: Ozone 2.2.0's `hdds.datanode.grpc.so.backlog`, 256
+    /// (2.0.0 and 2.1.0 leave Netty's default, the kernel's `somaxconn`). Connections the kernel
+    /// drops when it is full are seen by no counter of dn-sim's.
+    pub so_backlog: u32,
 }
 
 impl Default for ConnectionLimits {
@@ -91,6 +96,7 @@ impl Default for ConnectionLimits {
             permit_keepalive_time: Duration::from_secs(300),
             max_ping_strikes: 2,
             handshake_timeout: Duration::from_secs(120),
+            so_backlog: 256,
         }
     }
 }
@@ -129,6 +135,9 @@ pub struct ConnectionArgs {
     /// Time for a new connection's preface and first SETTINGS before it is closed.
     #[arg(long, env = "DN_SIM_HANDSHAKE_TIMEOUT", default_value = "120s", value_parser = parse_positive_duration)]
     pub handshake_timeout: Duration,
+    /// Accept queue of the client port (hdds.datanode.grpc.so.backlog; 2.2.0: 256).
+    #[arg(long, env = "DN_SIM_SO_BACKLOG", default_value_t = 256, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=65_535))]
+    pub so_backlog: u32,
 }
 
 /// A duration or `none`.
@@ -173,8 +182,22 @@ impl ConnectionArgs {
             permit_keepalive_time: self.permit_keepalive_time,
             max_ping_strikes: self.max_ping_strikes,
             handshake_timeout: self.handshake_timeout,
+            so_backlog: self.so_backlog,
         }
     }
+}
+
+/// Binds the client port with an accept queue of `backlog` (Rust's standard library would give
+/// 128), SO_REUSEADDR as the standard library sets it.
+pub fn bind(addr: SocketAddr, backlog: u32) -> io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }
 
 /// The HTTP/2 limits h2 enforces itself, set on tonic's builder. Every one is set explicitly:
@@ -832,6 +855,7 @@ mod tests {
         assert_eq!(d.handshake_timeout, Duration::from_secs(120));
         assert_eq!(d.keepalive_time, Some(Duration::from_secs(300)));
         assert_eq!(d.keepalive_timeout, Duration::from_secs(30));
+        assert_eq!(d.so_backlog, 256);
     }
 }
 

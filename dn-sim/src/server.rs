@@ -185,7 +185,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         disk,
         ServiceLimits::new(config.limit_rates, config.limit_policy),
     ));
-    let incoming = TcpIncoming::bind(config.listen)
+    let incoming = crate::connections::bind(config.listen, config.connections.so_backlog)
+        .map(TcpIncoming::from)
         .with_context(|| format!("cannot listen on {}", config.listen))?
         // TCP_NODELAY must be set here: tonic ignores Server::tcp_nodelay with serve_with_incoming,
         // and without it small answers stall ~40 ms on delayed ACKs.
