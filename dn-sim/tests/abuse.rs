@@ -1,7 +1,8 @@
 //! HTTP/2 and connection abuse (issue 14) against a `dn-sim` binary: for each attack an honest
 //! Echo client on a connection of its own keeps being answered (none fails; p99 under 1 s on a
-//! loaded 2-core machine; at least a twentieth of its rate before the attack: attacker and client share the two cores), the server's peak
-//! resident memory stays under a stated bound, and the metrics count what happened.
+//! loaded 2-core machine; at least a twentieth of its rate before the attack, since attacker,
+//! client and server share the two cores), the server's peak resident memory stays under a
+//! stated bound, and the metrics count what happened.
 //!
 //! The tests take turns (one lock), so that each attack's numbers are its own.
 
