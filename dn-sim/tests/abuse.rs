@@ -168,10 +168,12 @@ fn rapid_reset_is_cut_off_and_the_honest_client_is_served() {
         "dn_sim_http2_goaways_sent_total{code=\"ENHANCE_YOUR_CALM\"}",
     );
     assert!(goaways >= 1.0, "GOAWAY ENHANCE_YOUR_CALM sent: {goaways}");
-    assert_eq!(
-        o.attack.answers.goaways_with(ENHANCE_YOUR_CALM) as f64,
-        goaways,
-        "every GOAWAY counted was one the attacker received"
+    // Every GOAWAY counted reached the attacker, but perhaps the last: the attacker stops
+    // reading at its deadline.
+    let received = o.attack.answers.goaways_with(ENHANCE_YOUR_CALM) as f64;
+    assert!(
+        (goaways - 1.0..=goaways).contains(&received),
+        "the attacker received {received} of {goaways}"
     );
     assert!(
         metric(
@@ -369,9 +371,12 @@ fn ping_flood_gets_too_many_pings_as_from_grpc_java() {
         &dn,
         "dn_sim_connections_closed_total{reason=\"too_many_pings\"}",
     );
-    assert_eq!(
-        closed, o.attack.connections as f64,
-        "every flooding connection ended so"
+    // Every flooding connection ended so, but perhaps the last: opened as the attack's time
+    // ran out, it may have sent no PING.
+    let flooding = o.attack.connections as f64;
+    assert!(
+        (flooding - 1.0..=flooding).contains(&closed),
+        "{closed} of {flooding} connections ended for too many pings"
     );
     // grpc-java's policy: two strikes allowed, the third ends the connection; the pings of the
     // batch after it are never read.
