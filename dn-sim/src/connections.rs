@@ -17,7 +17,7 @@
 //! builder by [`http2_limits`].
 //!
 //! The tap reads plaintext HTTP/2: it must wrap the stream that carries it (under TLS, the
-//! decrypted side).
+//! decrypted side). Put below TLS, it sees a ClientHello first and stands aside.
 
 use metrics::{Counter, Key, KeyName, Label, Recorder, SharedString};
 use metrics_exporter_prometheus::PrometheusRecorder;
@@ -44,6 +44,8 @@ const PING: u8 = 0x6;
 const GOAWAY: u8 = 0x7;
 const ACK: u8 = 0x1;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
+/// The first byte of a TLS record carrying a ClientHello.
+const TLS_HANDSHAKE: u8 = 0x16;
 
 /// Connection and HTTP/2 limits. Defaults: a real Ozone 2.2.0 DataNode's where it has a limit
 /// (grpc-java 1.75's `NettyServerBuilder` as `XceiverServerGrpc` builds it), a safe bound where
@@ -503,6 +505,8 @@ pub struct TappedConnection<IO> {
     preface_len: u8,
     /// Whether the preface and the first SETTINGS frame have arrived.
     handshaken: bool,
+    /// Bytes received, when they are TLS records rather than HTTP/2.
+    tls_bytes: Option<usize>,
     handshake_deadline: Option<Pin<Box<Sleep>>>,
     inbound: FrameScanner,
     outbound: FrameScanner,
@@ -529,6 +533,7 @@ impl<IO> TappedConnection<IO> {
             shared,
             preface_len: 0,
             handshaken: false,
+            tls_bytes: None,
             handshake_deadline: Some(deadline),
             inbound: FrameScanner::default(),
             outbound: FrameScanner::default(),
@@ -547,6 +552,20 @@ impl<IO> TappedConnection<IO> {
 
     /// Scans bytes received; returns whether the connection must end now.
     fn scan_inbound(&mut self, mut data: &[u8]) -> bool {
+        if self.preface_len == 0 && data.first() == Some(&TLS_HANDSHAKE) {
+            // Ciphertext: the tap was put below a TLS layer. It stands aside (no frames, no PING
+            // policy) rather than end every TLS connection; the handshake timeout still holds
+            // until as many bytes came as a plaintext preface and SETTINGS take.
+            self.tls_bytes = Some(0);
+            self.preface_len = u8::MAX;
+        }
+        if let Some(received) = self.tls_bytes.as_mut() {
+            *received += data.len();
+            if *received >= PREFACE.len() + 9 {
+                self.handshake_deadline = None;
+            }
+            return false;
+        }
         if self.preface_len < 24 {
             let take = (24 - self.preface_len as usize).min(data.len());
             if data[..take] != PREFACE[self.preface_len as usize..][..take] {
@@ -911,5 +930,52 @@ mod flag_tests {
             let err = parse(&[flag, bad]).unwrap_err();
             assert!(err.contains(flag), "{flag} {bad}: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tap_tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn shared(handshake_timeout: Duration) -> Arc<Shared> {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        Arc::new(Shared {
+            limits: ConnectionLimits {
+                handshake_timeout,
+                ..ConnectionLimits::default()
+            },
+            metrics: ConnectionMetrics::register(&recorder),
+            open: AtomicUsize::new(1),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_is_cut_off_and_a_tls_client_is_left_alone() {
+        let (_client, server) = tokio::io::duplex(1024);
+        let mut silent = TappedConnection::new(server, shared(Duration::from_millis(50)));
+        let mut buf = [0u8; 64];
+        let err = silent.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(silent.reason, Some(CloseReason::HandshakeTimeout));
+
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut tls = TappedConnection::new(server, shared(Duration::from_millis(50)));
+        // A ClientHello's first 45 bytes: more than a plaintext preface and SETTINGS.
+        let mut hello = vec![TLS_HANDSHAKE, 3, 1, 0, 40];
+        hello.resize(45, 0);
+        client.write_all(&hello).await.unwrap();
+        assert_eq!(tls.read(&mut buf).await.unwrap(), 45);
+        let later = tokio::time::timeout(Duration::from_millis(200), tls.read(&mut buf)).await;
+        assert!(later.is_err(), "still waiting for bytes, not timed out");
+        assert_eq!(tls.reason, None);
+
+        // A record header and no more is still a client that never says hello.
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut stalled = TappedConnection::new(server, shared(Duration::from_millis(50)));
+        client.write_all(&hello[..5]).await.unwrap();
+        assert_eq!(stalled.read(&mut buf).await.unwrap(), 5);
+        let err = stalled.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
     }
 }

@@ -237,7 +237,7 @@ pub enum Attack {
     SettingsFlood,
     /// PING frames in a loop.
     PingFlood,
-    /// Garbage bytes instead of the client preface.
+    /// Garbage bytes instead of the client preface (never starting as a TLS record does).
     BadPreface,
 }
 
@@ -457,6 +457,11 @@ pub async fn run(attack: Attack, addr: SocketAddr, size: AttackSize) -> AttackRe
                             x ^= x >> 7;
                             x ^= x << 17;
                             *b = x as u8;
+                        }
+                        // Not a TLS record's first byte, which dn-sim's tap takes for a TLS
+                        // client and leaves to h2 (which closes it all the same).
+                        if garbage[0] == 0x16 {
+                            garbage[0] = 0;
                         }
                         let Ok(mut stream) = TcpStream::connect(addr).await else {
                             continue;
