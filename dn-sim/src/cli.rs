@@ -180,6 +180,9 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_OZONE_VERSION", default_value = "2.2")]
     pub ozone_version: crate::version::OzoneVersion,
 
+    #[command(flatten)]
+    pub connections: crate::connections::ConnectionArgs,
+
     /// Runtime worker threads (default: one per core).
     #[arg(long, env = "DN_SIM_THREADS", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
@@ -387,6 +390,7 @@ impl Args {
             },
             datanode_uuid: self.datanode_uuid.clone(),
             ozone_version: self.ozone_version,
+            connections: self.connections.limits(),
         };
         Ok((config, warning))
     }

@@ -18,6 +18,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod connections;
 pub mod containers;
 pub mod delay;
 pub mod disk;

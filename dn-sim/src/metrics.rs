@@ -164,6 +164,8 @@ pub struct Metrics {
     process_cpu: Counter,
     process_rss: Gauge,
     process_fds: Gauge,
+    /// Connections accepted, refused and closed; HTTP/2 frames (`connections.rs`).
+    pub connection_metrics: crate::connections::ConnectionMetrics,
     /// (count, total_ns) per type at the previous scrape, for `_avg_time` over the last interval as
     /// Hadoop's MutableRate reports it (0.0 for an interval without samples).
     previous: Mutex<Vec<(u64, u64)>>,
@@ -316,6 +318,7 @@ impl Metrics {
             process_rss: sim.register_gauge(&key("process_resident_memory_bytes", &[]), &META),
             process_fds: sim.register_gauge(&key("process_open_fds", &[]), &META),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
+            connection_metrics: crate::connections::ConnectionMetrics::register(&sim),
             types,
             faults: LazyCounters::new(FAULT_SLOTS),
             rejections: LazyCounters::new(REJECT_REASONS.len()),

@@ -63,6 +63,8 @@ pub struct Config {
     pub datanode_uuid: String,
     /// The Ozone release whose answers dn-sim gives where releases differ.
     pub ozone_version: crate::version::OzoneVersion,
+    /// Connection and HTTP/2 limits (`connections.rs`).
+    pub connections: crate::connections::ConnectionLimits,
 }
 
 /// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
@@ -89,6 +91,7 @@ impl Default for Config {
             limit_policy: LimitPolicy::default(),
             datanode_uuid: DEFAULT_DATANODE_UUID.to_string(),
             ozone_version: crate::version::OzoneVersion::default(),
+            connections: Default::default(),
         }
     }
 }
@@ -182,7 +185,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         disk,
         ServiceLimits::new(config.limit_rates, config.limit_policy),
     ));
-    let incoming = TcpIncoming::bind(config.listen)
+    let incoming = crate::connections::bind(config.listen, config.connections.so_backlog)
+        .map(TcpIncoming::from)
         .with_context(|| format!("cannot listen on {}", config.listen))?
         // TCP_NODELAY must be set here: tonic ignores Server::tcp_nodelay with serve_with_incoming,
         // and without it small answers stall ~40 ms on delayed ACKs.
@@ -192,6 +196,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         let d = Arc::clone(&dispatcher);
         incoming.map(move |io| io.map(|stream| CountedConnection::new(stream, Arc::clone(&d))))
     };
+    let counted = crate::connections::guard(
+        counted,
+        config.connections.clone(),
+        dispatcher.metrics.connection_metrics.clone(),
+    );
 
     let mut background = Vec::new();
     let metrics_addr = match config.metrics_listen {
@@ -233,7 +242,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
     .max_encoding_message_size(common::MAX_MESSAGE_SIZE);
     let (tx, rx) = oneshot::channel::<()>();
-    let router = Server::builder()
+    let router = crate::connections::http2_limits(Server::builder(), &config.connections)
         .initial_stream_window_size(Some(STREAM_WINDOW))
         .initial_connection_window_size(Some(CONNECTION_WINDOW))
         .max_frame_size(Some(MAX_FRAME_SIZE))
