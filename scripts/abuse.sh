@@ -14,7 +14,9 @@
 #   --attacks      a subset: rapid-reset, stalled-streams, stalled-body, connection-churn,
 #                  oversize-headers, settings-flood, ping-flood, bad-preface
 #   after --        extra dn-sim flags, e.g. -- --max-concurrent-streams 100
-# Environment: DN_SIM (default: the release build, built here with CARGO_BUILD_JOBS, default 1).
+# Environment: PROFILE (release, the default, or debug: the test command's quick run uses the
+# debug build it already has), DN_SIM (default: that profile's build, built here with
+# CARGO_BUILD_JOBS, default 1).
 # Starts a dn-sim of its own per attack (so each peak RSS is that attack's) on free 127.0.0.1
 # ports and stops only those.
 # Exit: 0 done, 2 bad flag, 1 an honest call failed or dn-sim died.
@@ -39,15 +41,20 @@ while [[ $# -gt 0 ]]; do
             [[ $# -ge 2 ]] || usage_error "$1 needs a value"
             attacks=$2; shift 2 ;;
         --) shift; dn_args=("$@"); break ;;
-        -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
         *) usage_error "unknown flag '$1'" ;;
     esac
 done
 
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1}
-cargo build -q --release -p dn-sim --bin dn-sim --example abuse
-DN_SIM=${DN_SIM:-target/release/dn-sim}
-ABUSE=target/release/examples/abuse
+PROFILE=${PROFILE:-release}
+case "$PROFILE" in
+    release) cargo build -q --release -p dn-sim --bin dn-sim --example abuse ;;
+    debug) cargo build -q -p dn-sim --bin dn-sim --example abuse ;;
+    *) usage_error "PROFILE must be release or debug, not '$PROFILE'" ;;
+esac
+DN_SIM=${DN_SIM:-target/$PROFILE/dn-sim}
+ABUSE=target/$PROFILE/examples/abuse
 
 dn_pid=""
 stop_dn_sim() {

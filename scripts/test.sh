@@ -71,6 +71,9 @@ case "$status" in
     *) cat target/bench-vs-freon.md; tail -30 target/bench-vs-freon.log; exit 1 ;;
 esac
 
+echo "== HTTP/2 and connection abuse, quick (scripts/abuse.sh --quick: 8 attacks beside an honest client, debug dn-sim, about 30 s)"
+PROFILE=debug scripts/abuse.sh --quick
+
 echo "== fuzzing, short (scripts/fuzz.sh: decode_request, store_sequence, http2_client_frames, 15 s each; installs cargo-fuzz when missing)"
 scripts/fuzz.sh --seconds 15
 
