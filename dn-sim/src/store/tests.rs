@@ -736,6 +736,9 @@ enum Op {
     Get {
         block: i64,
     },
+    /// `dir:` only (a no-op for the other stores): the store is dropped, as a stopped process
+    /// leaves its directory, and opened again on the same directory.
+    Restart,
 }
 
 fn at() -> impl Strategy<Value = At> {
@@ -757,6 +760,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (block.clone(), 0u64..3, any::<bool>(), prop::bool::weighted(0.2))
             .prop_map(|(block, chunk_len, eof, bad_size)| Op::Put { block, chunk_len, eof, bad_size }),
         1 => block.prop_map(|block| Op::Get { block }),
+        1 => Just(Op::Restart),
     ]
 }
 
@@ -782,12 +786,29 @@ async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), T
         StoreKind::Dir(root) => Some(root.clone()),
         _ => None,
     };
-    let s = ContainerStore::new(kind.clone(), capacity, None).unwrap();
-    let c = s.get_or_create(C);
+    let mut s = ContainerStore::new(kind.clone(), capacity, None).unwrap();
+    let mut c = s.get_or_create(C);
     let mut model: Vec<ModelBlock> = vec![ModelBlock::default(); 3];
     let mut used = 0u64;
+    // The container's bytesUsed, and its value at the last committed PutBlock: what a restarted
+    // DataNode reads back (`#BYTESUSED`).
+    let (mut bytes_used, mut bytes_used_committed) = (0u64, 0u64);
+    let mut restarted = false;
     for op in ops {
         match op {
+            Op::Restart => {
+                if root.is_none() {
+                    continue;
+                }
+                drop(c);
+                drop(s);
+                s = ContainerStore::new(kind.clone(), capacity, None).unwrap();
+                c = s.get(C).expect("the container is back after a restart");
+                bytes_used = bytes_used_committed;
+                restarted = true;
+                prop_assert_eq!(c.bytes_used(), bytes_used);
+                prop_assert_eq!(s.used(), used, "block files count against the capacity");
+            }
             Op::Write {
                 block,
                 at,
@@ -822,6 +843,7 @@ async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), T
                     }
                     m.data[off as usize..end as usize].copy_from_slice(&d);
                     m.exists = true;
+                    bytes_used += growth;
                     if kind.holds_data() {
                         used += growth;
                     }
@@ -883,6 +905,7 @@ async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), T
                 prop_assert_eq!(got.as_ref().err().map(|e| e.result), expect, "{:?}", got);
                 if got.is_ok() {
                     m.committed = Some(chunk_len as i64);
+                    bytes_used_committed = bytes_used;
                 }
             }
             Op::Get { block } => {
@@ -895,7 +918,10 @@ async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), T
         }
     }
     let total: u64 = model.iter().map(|m| m.data.len() as u64).sum();
-    prop_assert_eq!(c.bytes_used(), total);
+    prop_assert_eq!(c.bytes_used(), bytes_used);
+    if !restarted {
+        prop_assert_eq!(bytes_used, total);
+    }
     prop_assert_eq!(s.used(), used);
     prop_assert_eq!(
         c.block_count(),
