@@ -81,8 +81,9 @@ pub struct Args {
 
     /// Ozone configuration key (repeatable): hdds.datanode.read.chunk.threads.per.volume (the pool
     /// is N × volumes), hdds.container.ipc.port, hdds.datanode.chunk.data.validation.check
-    /// (= --verify-checksums), hdds.datanode.handler.count (checked; sizes nothing, as on a real
-    /// DataNode's gRPC and Ratis paths).
+    /// (= --verify-checksums), hdds.container.chunk.write.sync (= --sync),
+    /// hdds.datanode.handler.count (checked; sizes nothing, as on a real DataNode's gRPC and Ratis
+    /// paths).
     #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
