@@ -240,7 +240,8 @@ impl ContainerDb {
         container_file(container_dir, id).is_file()
     }
 
-    /// Reads a container back: its `.container` file and everything its DB committed.
+    /// Reads a container back: its `.container` file and everything its DB committed. A missing
+    /// DB is `NotFound`.
     pub fn open(container_dir: &Path, id: i64, sync: bool) -> io::Result<Restored> {
         let path = container_file(container_dir, id);
         let descriptor = Descriptor::from_yaml(&std::fs::read_to_string(&path)?, &path)?;
@@ -255,6 +256,14 @@ impl ContainerDb {
             ));
         }
         let db_path = db_file(container_dir, id);
+        // Opening would create an empty DB: a missing one is the DataNode's "Container DB file
+        // is missing", and the caller skips the container as `ContainerReader` does.
+        if !db_path.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("Container DB file is missing at {}", db_path.display()),
+            ));
+        }
         let conn = open_db(&db_path, sync)?;
         let get = |key: &str| -> io::Result<u64> {
             let value: Option<i64> = conn

@@ -266,7 +266,8 @@ impl ContainerStore {
     /// `dir:` at start-up: every `<containerID>` directory with a `.container` file becomes a
     /// container again, as the DataNode's `ContainerReader` (2.2.0) loads them: a RECOVERING
     /// container is deleted (replica index 0) or marked UNHEALTHY (an EC replica), a DELETED one
-    /// is deleted. A directory without a `.container` file (a creation cut short) is skipped.
+    /// is deleted. A directory without a `.container` file (a creation cut short) or without its
+    /// DB is skipped.
     fn restore(&self) -> std::io::Result<()> {
         if !matches!(self.shared.kind, StoreKind::Dir(_)) {
             return Ok(());
@@ -288,8 +289,19 @@ impl ContainerStore {
                 tracing::warn!(path = %dir.display(), "no .container file: not a container, skipped");
                 continue;
             }
-            let restored = durable::ContainerDb::open(&dir, id, self.shared.sync)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("container {id}: {e}")))?;
+            let restored = match durable::ContainerDb::open(&dir, id, self.shared.sync) {
+                Ok(restored) => restored,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::warn!(container = id, error = %e, "skipping the container");
+                    continue;
+                }
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("container {id}: {e}"),
+                    ));
+                }
+            };
             let state = restored.descriptor.state;
             let ec = restored.descriptor.replica_index > 0;
             if state == State::Deleted || (state == State::Recovering && !ec) {

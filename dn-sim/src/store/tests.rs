@@ -705,8 +705,14 @@ async fn dir_metadata_that_cannot_be_read_stops_the_start() {
         panic!("a store with an unreadable .container file started");
     };
     assert!(err.to_string().contains("7.container"), "{err}");
-    // A container directory without a .container file (a creation cut short) is skipped.
+    // A container directory without a .container file (a creation cut short) is skipped, and so
+    // is one without its DB.
     std::fs::remove_file(&descriptor).unwrap();
+    let s = ContainerStore::new(kind.clone(), 1 << 20, None).unwrap();
+    assert!(s.is_empty());
+    drop(s);
+    drop(store(kind.clone(), 1 << 20));
+    std::fs::remove_file(tmp.path().join("7/metadata/7-dn-container.db")).unwrap();
     let s = ContainerStore::new(kind, 1 << 20, None).unwrap();
     assert!(s.is_empty());
 }
