@@ -286,7 +286,14 @@ fn kill_during_writes_then_read_back(test: &'static str, sync: bool) {
     assert!(acknowledged.iter().all(|&n| n > 0), "{acknowledged:?}");
 
     dn.start();
-    for (manifest, blocks) in manifests.iter().zip(&acknowledged) {
+    for ((manifest, blocks), c) in manifests.iter().zip(&acknowledged).zip(containers) {
+        // A block is in the manifest once its last PutBlock was acknowledged; blockCount also
+        // counts blocks that had only their first PutBlocks then.
+        let data = read_container(&dn.target(), c);
+        assert!(
+            data.block_count >= Some(*blocks as i64),
+            "{data:?}: {blocks} acknowledged"
+        );
         let report = read_back(&dn.target(), manifest);
         let read = &report["read"];
         assert_eq!(read["blocks"], *blocks as u64, "{read}");
