@@ -81,8 +81,9 @@ pub struct Args {
 
     /// Ozone configuration key (repeatable): hdds.datanode.read.chunk.threads.per.volume (the pool
     /// is N × volumes), hdds.container.ipc.port, hdds.datanode.chunk.data.validation.check
-    /// (= --verify-checksums), hdds.datanode.handler.count (checked; sizes nothing, as on a real
-    /// DataNode's gRPC and Ratis paths).
+    /// (= --verify-checksums), hdds.container.chunk.write.sync (= --sync),
+    /// hdds.datanode.handler.count (checked; sizes nothing, as on a real DataNode's gRPC and Ratis
+    /// paths).
     #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
@@ -157,6 +158,12 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_STORE", default_value = "memory")]
     pub store: StoreKind,
 
+    /// With --store dir:PATH, answer a WriteChunk only after its data is fdatasynced and a
+    /// PutBlock only after its metadata commit is fsynced (hdds.container.chunk.write.sync=true).
+    /// Refused with the other stores.
+    #[arg(long, env = "DN_SIM_SYNC")]
+    pub sync: bool,
+
     /// Block data the store may hold (memory or disk) before writes get DISK_OUT_OF_SPACE,
     /// e.g. 1GB, 512MB (powers of 1024).
     #[arg(long, env = "DN_SIM_CAPACITY", default_value = "1GB", value_parser = parse_size)]
@@ -197,14 +204,17 @@ pub enum OzoneKey {
     ReadChunkThreadsPerVolume(u32),
     IpcPort(u16),
     ChunkDataValidation(bool),
+    /// `hdds.container.chunk.write.sync` (= `--sync`).
+    ChunkWriteSync(bool),
 }
 
 /// The Ozone keys dn-sim models.
-const OZONE_KEYS: [&str; 4] = [
+const OZONE_KEYS: [&str; 5] = [
     "hdds.datanode.handler.count",
     "hdds.datanode.read.chunk.threads.per.volume",
     "hdds.container.ipc.port",
     "hdds.datanode.chunk.data.validation.check",
+    "hdds.container.chunk.write.sync",
 ];
 
 /// Prefix of the Ozone images' convention: `OZONE-SITE.XML_<key>=<value>` sets `<key>` in
@@ -278,6 +288,13 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
                 "hdds.datanode.chunk.data.validation.check must be true or false, not '{v}'"
             )),
         },
+        "hdds.container.chunk.write.sync" => match value.trim() {
+            v if v.eq_ignore_ascii_case("true") => Ok(OzoneKey::ChunkWriteSync(true)),
+            v if v.eq_ignore_ascii_case("false") => Ok(OzoneKey::ChunkWriteSync(false)),
+            v => Err(format!(
+                "hdds.container.chunk.write.sync must be true or false, not '{v}'"
+            )),
+        },
         other => Err(format!(
             "unknown key '{other}' (known: {})",
             OZONE_KEYS.join(", ")
@@ -346,14 +363,22 @@ impl Args {
     ) -> Result<(Config, Option<String>), String> {
         let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
-        let (mut per_volume, mut validation) = (None, None);
+        let (mut per_volume, mut validation, mut write_sync) = (None, None, None);
         for key in env_keys.iter().chain(&self.define) {
             match key {
                 OzoneKey::HandlerCount(_) => {}
                 OzoneKey::ReadChunkThreadsPerVolume(n) => per_volume = Some(*n),
                 OzoneKey::IpcPort(p) => listen.set_port(*p),
                 OzoneKey::ChunkDataValidation(on) => validation = Some(*on),
+                OzoneKey::ChunkWriteSync(on) => write_sync = Some(*on),
             }
+        }
+        let sync = self.sync || write_sync == Some(true);
+        if sync && !matches!(self.store, StoreKind::Dir(_)) {
+            return Err(format!(
+                "--sync (hdds.container.chunk.write.sync) needs --store dir:PATH, not --store {}",
+                self.store
+            ));
         }
         let handler_count = self
             .handler_count
@@ -368,6 +393,7 @@ impl Args {
             containers: self.containers.clone(),
             store: self.store.clone(),
             capacity: self.capacity,
+            sync,
             verify_checksums: self.verify_checksums || validation == Some(true),
             shutdown_grace: self.shutdown_grace,
             handler_count,
@@ -584,5 +610,37 @@ mod tests {
         ] {
             assert!(config(&bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn sync_is_a_flag_or_the_datanode_key_and_needs_a_dir_store() {
+        assert!(!config(&["--store", "dir:/tmp/x"]).unwrap().sync);
+        assert!(config(&["--store", "dir:/tmp/x", "--sync"]).unwrap().sync);
+        let key = [
+            "-D",
+            "hdds.container.chunk.write.sync=TRUE",
+            "--store",
+            "dir:/tmp/x",
+        ];
+        assert!(config(&key).unwrap().sync);
+        let off = [
+            "-D",
+            "hdds.container.chunk.write.sync=false",
+            "--store",
+            "dir:/tmp/x",
+        ];
+        assert!(!config(&off).unwrap().sync);
+        for store in ["memory", "discard"] {
+            let err = config(&["--store", store, "--sync"]).unwrap_err();
+            assert!(err.starts_with("--sync "), "{err}");
+            let key = [
+                "--store",
+                store,
+                "-D",
+                "hdds.container.chunk.write.sync=true",
+            ];
+            assert!(config(&key).unwrap_err().contains("needs --store dir:PATH"));
+        }
+        assert!(config(&["-D", "hdds.container.chunk.write.sync=yes"]).is_err());
     }
 }

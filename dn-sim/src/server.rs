@@ -38,6 +38,8 @@ pub struct Config {
     pub store: StoreKind,
     /// Bytes of block data the store may hold before writes get DISK_OUT_OF_SPACE.
     pub capacity: u64,
+    /// `--sync` (`hdds.container.chunk.write.sync`): with `dir:`, answer writes once durable.
+    pub sync: bool,
     /// Verify the checksums of written chunks (`hdds.datanode.chunk.data.validation.check`).
     pub verify_checksums: bool,
     /// How long a shutdown waits for in-flight requests and open streams.
@@ -78,6 +80,7 @@ impl Default for Config {
             containers: ContainerIds::single(1),
             store: StoreKind::Memory,
             capacity: crate::store::DEFAULT_CAPACITY,
+            sync: false,
             verify_checksums: false,
             shutdown_grace: Duration::from_secs(10),
             handler_count: 10,
@@ -171,7 +174,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let verifier = config
         .verify_checksums
         .then(crate::store::verify::default_verifier);
-    let store = ContainerStore::new(config.store.clone(), config.capacity, verifier)
+    let store = ContainerStore::open(config.store.clone(), config.capacity, verifier, config.sync)
         .with_context(|| format!("cannot use --store {}", config.store))?;
     store.precreate(&config.containers);
     let dispatcher = Arc::new(Dispatcher::new(

@@ -180,6 +180,17 @@ fn bad_settings_exit_2_with_one_line_naming_them() {
             vec![("OZONE-SITE.XML_hdds.datanode.handler.count", "many")],
             "OZONE-SITE.XML_hdds.datanode.handler.count",
         ),
+        (vec!["--sync"], vec![], "--sync"),
+        (
+            vec![
+                "--store",
+                "discard",
+                "-D",
+                "hdds.container.chunk.write.sync=true",
+            ],
+            vec![],
+            "--sync",
+        ),
     ];
     for (args, env, needle) in cases {
         let mut cmd = dn_sim();

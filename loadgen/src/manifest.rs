@@ -136,40 +136,60 @@ fn create_with_header(
 }
 
 /// A manifest being written: the header at once, then each block as it is committed (nothing
-/// is kept in memory). The first write error is kept and reported at the end.
+/// is kept in memory). Each line reaches the file with one `write(2)` as soon as its PutBlock
+/// was acknowledged, not through a buffer: if loadgen itself is killed, the manifest still holds
+/// every block committed before, in whole lines (the crash tests rely on it). The first write
+/// error is kept and reported at the end.
 pub struct ManifestWriter {
-    out: Mutex<(std::io::BufWriter<std::fs::File>, Option<std::io::Error>)>,
+    out: Mutex<ManifestOut>,
+}
+
+struct ManifestOut {
+    file: std::fs::File,
+    /// The line being written, reused.
+    line: Vec<u8>,
+    error: Option<std::io::Error>,
 }
 
 impl ManifestWriter {
     pub fn create(path: &Path, write: serde_json::Value) -> std::io::Result<Self> {
-        let out = create_with_header(path, write)?;
+        let file = create_with_header(path, write)?
+            .into_inner()
+            .map_err(|e| e.into_error())?;
         Ok(ManifestWriter {
-            out: Mutex::new((out, None)),
+            out: Mutex::new(ManifestOut {
+                file,
+                line: Vec::with_capacity(4096),
+                error: None,
+            }),
         })
     }
 
-    /// Flushes the file; the first error of the run, if any.
+    /// The first error of the run, if any.
     pub fn finish(&self) -> std::io::Result<()> {
         let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(e) = out.1.take() {
-            return Err(e);
+        match out.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        out.0.flush()
     }
 }
 
 impl BlockSink for ManifestWriter {
     fn committed(&self, block: &BlockData) {
-        let line = ManifestBlock::from_block(block);
+        let entry = ManifestBlock::from_block(block);
         let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
-        let (file, error) = &mut *out;
+        let ManifestOut { file, line, error } = &mut *out;
         if error.is_some() {
             return;
         }
-        let result = serde_json::to_writer(&mut *file, &line)
+        line.clear();
+        let result = serde_json::to_writer(&mut *line, &entry)
             .map_err(std::io::Error::from)
-            .and_then(|()| file.write_all(b"\n"));
+            .and_then(|()| {
+                line.push(b'\n');
+                file.write_all(line)
+            });
         if let Err(e) = result {
             *error = Some(e);
         }

@@ -178,12 +178,14 @@ impl BlockState {
                 Ok(())
             }
             Some(BlockBytes::Discard) => Ok(()),
-            Some(BlockBytes::Dir(file)) => file.write(offset, data).await.map_err(|e| {
-                io_exception(format!(
-                    "Write Chunk failed: {}: {e}",
-                    file.path().display()
-                ))
-            }),
+            Some(BlockBytes::Dir(file)) => {
+                file.write(offset, data, at.shared.sync).await.map_err(|e| {
+                    io_exception(format!(
+                        "Write Chunk failed: {}: {e}",
+                        file.path().display()
+                    ))
+                })
+            }
             None => {
                 let bytes = match &at.shared.kind {
                     StoreKind::Memory => {
@@ -195,12 +197,12 @@ impl BlockState {
                     StoreKind::Dir(_) => {
                         let path = at.shared.block_path(at.container, at.local_id);
                         let shown = path.display().to_string();
-                        let file = BlockFile::create(path).await.map_err(|e| {
+                        let file = BlockFile::create(path, at.shared.sync).await.map_err(|e| {
                             io_exception(format!("Write Chunk failed: cannot create {shown}: {e}"))
                         })?;
                         // A file that exists but whose first write failed counts as existing,
                         // as in the DataNode (its length stays 0).
-                        let written = file.write(offset, data).await;
+                        let written = file.write(offset, data, at.shared.sync).await;
                         self.bytes = Some(BlockBytes::Dir(file));
                         return written.map_err(|e| {
                             io_exception(format!("Write Chunk failed: {shown}: {e}"))
@@ -213,17 +215,38 @@ impl BlockState {
         }
     }
 
-    /// `BlockManagerImpl.putBlock`. Returns the stored `BlockData` and whether the block was
-    /// committed for the first time.
-    pub fn put(&mut self, at: &At<'_>, put: PutBlock) -> StoreResult<(BlockData, bool)> {
+    /// A block as found on disk at start-up (`--store dir:`): its file (if any) with its length,
+    /// and what its last PutBlock committed (if any).
+    pub fn restored(
+        file: Option<(BlockFile, u64)>,
+        committed: Option<BlockData>,
+        finalized: bool,
+    ) -> Self {
+        let len = file.as_ref().map_or(0, |(_, len)| *len);
+        Self {
+            len,
+            bytes: file.map(|(file, _)| BlockBytes::Dir(file)),
+            committed,
+            finalized,
+        }
+    }
+
+    /// `BlockManagerImpl.putBlock`'s checks: whether `put` can be committed, and whether it
+    /// would be the block's first commit. Changes nothing.
+    pub fn check_put(&self, at: &At<'_>, put: &PutBlock) -> StoreResult<bool> {
         // An end-of-block PutBlock that names chunks closes the block file, which must exist
         // (`FilePerBlockStrategy.finishWriteChunks` → `verifyChunkFileExists`).
         if put.eof && !put.block.chunks.is_empty() && self.bytes.is_none() {
             return Err(no_file(at));
         }
-        let first = self.committed.is_none();
+        Ok(self.committed.is_none())
+    }
+
+    /// Commits a PutBlock that passed [`BlockState::check_put`] (and, with `dir:`, is in the
+    /// container DB). Returns the stored `BlockData`.
+    pub fn commit(&mut self, put: PutBlock) -> BlockData {
         self.committed = Some(put.block.clone());
-        Ok((put.block, first))
+        put.block
     }
 
     /// `ChunkManager.readChunk` + `ChunkUtils.readData`: `len` bytes at `offset` in pieces of

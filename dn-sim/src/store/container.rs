@@ -4,7 +4,9 @@
 //! this file finds blocks, takes their locks and keeps the container's counters.
 
 use super::block::{At, Block, BlockState, PutBlock, no_such_block, read_piece_size};
-use super::{Shared, StoreError, StoreResult, read, write};
+use super::dir::BlockFile;
+use super::durable::{ContainerDb, Descriptor, Restored};
+use super::{Shared, StoreError, StoreKind, StoreResult, read, write};
 use crate::version::OzoneVersion;
 use bytes::Bytes;
 use common::proto::container_data_proto::State;
@@ -35,7 +37,19 @@ pub struct Container {
     /// `ContainerData.metadata` (CreateContainer, UpdateContainer), sorted by key.
     metadata: RwLock<BTreeMap<String, String>>,
     blocks: RwLock<BTreeMap<i64, Arc<Block>>>,
+    /// Where its metadata is kept on disk (`dir:` only).
+    persistence: Persistence,
     shared: Arc<Shared>,
+}
+
+/// A container's on-disk metadata.
+enum Persistence {
+    /// memory and discard: nothing on disk.
+    None,
+    /// `dir:`: its container DB and `.container` file.
+    Db(Arc<ContainerDb>),
+    /// `dir:`, but they could not be created: every PutBlock answers IO_EXCEPTION with this.
+    Broken(String),
 }
 
 impl std::fmt::Debug for Container {
@@ -50,7 +64,32 @@ impl std::fmt::Debug for Container {
 }
 
 impl Container {
+    /// A new container; with `dir:` its directories, container DB and `.container` file are
+    /// created here (blocking I/O, once per container).
     pub(super) fn new(id: i64, state: State, replica_index: i32, shared: Arc<Shared>) -> Self {
+        let persistence = match &shared.kind {
+            StoreKind::Dir(_) => {
+                let dir = shared.container_path(id);
+                let descriptor = Descriptor {
+                    id,
+                    state,
+                    replica_index,
+                    metadata: BTreeMap::new(),
+                };
+                match ContainerDb::create(&dir, &descriptor, shared.sync) {
+                    Ok(db) => Persistence::Db(Arc::new(db)),
+                    Err(e) => {
+                        let message = format!(
+                            "Container {id}: cannot create its metadata in {}: {e}",
+                            dir.display()
+                        );
+                        tracing::warn!("{message}");
+                        Persistence::Broken(message)
+                    }
+                }
+            }
+            _ => Persistence::None,
+        };
         Self {
             id,
             state: AtomicI32::new(state as i32),
@@ -61,7 +100,67 @@ impl Container {
             held: AtomicU64::new(0),
             metadata: RwLock::default(),
             blocks: RwLock::default(),
+            persistence,
             shared,
+        }
+    }
+
+    /// A container read back from disk (`dir:` at start-up): its state, counters and committed
+    /// blocks as its metadata last recorded them, and every block file of its `chunks`
+    /// directory with its length — also files no PutBlock committed, as the DataNode (2.2.0)
+    /// keeps them: ReadChunk reads them, the next WriteChunk must start at their length, GetBlock
+    /// does not know them and `bytesUsed` counts them only if a later PutBlock of the container
+    /// recorded them. The capacity counts every file's length.
+    pub(super) fn restored(r: Restored, files: Vec<(i64, u64)>, shared: Arc<Shared>) -> Self {
+        let id = r.descriptor.id;
+        let mut file_of: BTreeMap<i64, u64> = files.into_iter().collect();
+        let held: u64 = file_of.values().sum();
+        let mut blocks = BTreeMap::new();
+        let mut add =
+            |local_id: i64, committed: Option<BlockData>, finalized: bool, len: Option<u64>| {
+                let file =
+                    len.map(|len| (BlockFile::existing(shared.block_path(id, local_id)), len));
+                let state = BlockState::restored(file, committed, finalized);
+                blocks.insert(local_id, Arc::new(Block::new(state)));
+            };
+        for (local_id, stored) in r.blocks {
+            let len = file_of.remove(&local_id);
+            add(local_id, Some(stored.data), stored.finalized, len);
+        }
+        for (local_id, len) in file_of {
+            add(local_id, None, false, Some(len));
+        }
+        shared.used.fetch_add(held, Ordering::AcqRel);
+        Self {
+            id,
+            state: AtomicI32::new(r.descriptor.state as i32),
+            bytes_used: AtomicU64::new(r.bytes_used),
+            block_count: AtomicU64::new(r.block_count),
+            bcs_id: AtomicU64::new(r.bcs_id),
+            replica_index: r.descriptor.replica_index,
+            held: AtomicU64::new(held),
+            metadata: RwLock::new(r.descriptor.metadata),
+            blocks: RwLock::new(blocks),
+            persistence: Persistence::Db(Arc::new(r.db)),
+            shared,
+        }
+    }
+
+    /// Rewrites the `.container` file from the container's state now (`dir:` only; rare:
+    /// create, close, UNHEALTHY, UpdateContainer, blocking I/O). A failure is logged: the state
+    /// has changed in memory and serving goes on, but a restart would see the old one.
+    fn persist_descriptor(&self) {
+        let Persistence::Db(db) = &self.persistence else {
+            return;
+        };
+        let descriptor = Descriptor {
+            id: self.id,
+            state: self.state(),
+            replica_index: self.replica_index,
+            metadata: read(&self.metadata).clone(),
+        };
+        if let Err(e) = db.write_descriptor(&descriptor) {
+            tracing::warn!(container = self.id, error = %e, "cannot write the .container file");
         }
     }
 
@@ -171,19 +270,28 @@ impl Container {
             };
             return Err(StoreError::new(OzoneResult::UnsupportedRequest, msg));
         }
-        let mut map = write(&self.metadata);
-        for kv in metadata {
-            map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
+        {
+            let mut map = write(&self.metadata);
+            for kv in metadata {
+                map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
+            }
         }
+        self.persist_descriptor();
         Ok(())
     }
 
     /// CreateContainer's metadata.
     pub fn set_metadata(&self, metadata: &[KeyValue]) {
-        let mut map = write(&self.metadata);
-        for kv in metadata {
-            map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
+        if metadata.is_empty() {
+            return;
         }
+        {
+            let mut map = write(&self.metadata);
+            for kv in metadata {
+                map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
+            }
+        }
+        self.persist_descriptor();
     }
 
     /// `KeyValueContainerData.toString()` (2.1+); dn-sim has no pipeline, so its origin names
@@ -258,6 +366,7 @@ impl Container {
                 State::Closed => return Ok(()),
                 State::Open | State::Recovering | State::Closing | State::QuasiClosed => {
                     if self.transition(current, State::Closed) {
+                        self.persist_descriptor();
                         return Ok(());
                     }
                     continue;
@@ -286,6 +395,7 @@ impl Container {
                 return false;
             }
             if self.transition(current, State::Unhealthy) {
+                self.persist_descriptor();
                 return true;
             }
         }
@@ -369,7 +479,7 @@ impl Container {
             .await?;
         let put = put?;
         if put.local_id() == block_id.local_id {
-            return self.put_locked(&mut state, put);
+            return self.put_locked(&mut state, put).await;
         }
         drop(state);
         self.put_block(put).await
@@ -379,7 +489,7 @@ impl Container {
     pub async fn put_block(&self, put: PutBlock) -> StoreResult<BlockData> {
         let block = self.block_or_insert(put.local_id());
         let mut state = block.write().await;
-        self.put_locked(&mut state, put)
+        self.put_locked(&mut state, put).await
     }
 
     /// GetBlock: CONTAINER_NOT_FOUND (another EC replica), UNKNOWN_BCSID, NO_SUCH_BLOCK,
@@ -610,6 +720,19 @@ impl Container {
         if !state.has_data() {
             return Err(super::block::no_file(&self.at(id.local_id)));
         }
+        if !state.is_finalized()
+            && let Some(db) = self.db()?
+        {
+            let local_id = id.local_id;
+            super::dir::blocking(move || db.finalize_block(local_id))
+                .await
+                .map_err(|e| {
+                    StoreError::new(
+                        OzoneResult::IoException,
+                        format!("Container {}: FinalizeBlock not recorded: {e}", self.id),
+                    )
+                })?;
+        }
         state.finalize();
         Ok(data)
     }
@@ -653,13 +776,42 @@ impl Container {
         Ok(())
     }
 
-    /// A PutBlock under the block's lock, counted in `blockCount` the first time.
-    fn put_locked(&self, state: &mut BlockState, put: PutBlock) -> StoreResult<BlockData> {
-        let (block, first) = state.put(&self.at(put.local_id()), put)?;
+    /// A PutBlock under the block's lock, counted in `blockCount` the first time. With `dir:`
+    /// it is committed to the container DB before it changes anything in memory, so a failed
+    /// commit leaves the block as it was.
+    async fn put_locked(&self, state: &mut BlockState, put: PutBlock) -> StoreResult<BlockData> {
+        let first = state.check_put(&self.at(put.local_id()), &put)?;
+        if let Some(db) = self.db()? {
+            let local_id = put.local_id();
+            let encoded = prost::Message::encode_to_vec(put.block());
+            let (bytes_used, bcs_id) = (self.bytes_used(), self.bcs_id());
+            super::dir::blocking(move || {
+                db.put_block(local_id, &encoded, first, bytes_used, bcs_id)
+            })
+            .await
+            .map_err(|e| {
+                StoreError::new(
+                    OzoneResult::IoException,
+                    format!("Container {}: PutBlock not committed: {e}", self.id),
+                )
+            })?;
+        }
+        let block = state.commit(put);
         if first {
             self.block_count.fetch_add(1, Ordering::AcqRel);
         }
         Ok(block)
+    }
+
+    /// The container DB, if this store keeps one; IO_EXCEPTION if it could not be created.
+    fn db(&self) -> StoreResult<Option<Arc<ContainerDb>>> {
+        match &self.persistence {
+            Persistence::None => Ok(None),
+            Persistence::Db(db) => Ok(Some(Arc::clone(db))),
+            Persistence::Broken(message) => {
+                Err(StoreError::new(OzoneResult::IoException, message.clone()))
+            }
+        }
     }
 
     /// `BlockUtils.verifyBCSId`: a bcsId above the container's is UNKNOWN_BCSID.

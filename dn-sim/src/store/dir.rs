@@ -3,10 +3,16 @@
 //! read with `pread` (`FileExt::write_all_at` / `read_exact_at`) on tokio's blocking pool, so the
 //! runtime's workers never wait for the disk.
 //!
-//! Block metadata (lengths, PutBlock `BlockData`) stays in memory, like the other backends: the
-//! DataNode's RocksDB is not simulated, and a restarted dn-sim starts empty. A block file left by
-//! an earlier run is truncated when the same block is first written again.
-
+//! Block metadata (PutBlock `BlockData`, the container's counters and state) is kept beside the
+//! block files, in each container's `metadata/` directory (`durable.rs`), so that a dn-sim
+//! restarted on the same PATH serves every committed block. A block's length after a restart is
+//! its file's length.
+//!
+//! Durability of the data (`hdds.container.chunk.write.sync`, `--sync`): without it a WriteChunk
+//! is answered once `pwrite` returned, so its bytes are in the kernel's page cache: they survive
+//! a crash of the process (SIGKILL), not a power loss. With it the file is `fdatasync`ed before
+//! the answer, and a new block file's directory entry is fsynced too (as the DataNode's
+//! `FileChannel.force` of `ChunkUtils.writeData`, plus the entry the JVM never syncs).
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -28,7 +34,7 @@ pub(super) fn block_path(root: &Path, container: i64, local_id: i64) -> PathBuf 
         .join(format!("{local_id}.block"))
 }
 
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
     tokio::task::spawn_blocking(f)
@@ -38,7 +44,8 @@ async fn blocking<T: Send + 'static>(
 
 impl BlockFile {
     /// Creates (or truncates) the block file, and its container's `chunks` directory if needed.
-    pub async fn create(path: PathBuf) -> io::Result<Self> {
+    /// `sync`: the directory entry is fsynced as well.
+    pub async fn create(path: PathBuf, sync: bool) -> io::Result<Self> {
         blocking(move || {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
@@ -48,17 +55,25 @@ impl BlockFile {
                 .create(true)
                 .truncate(true)
                 .open(&path)?;
+            if sync && let Some(dir) = path.parent() {
+                super::durable::sync_dir(dir)?;
+            }
             Ok(Self { path })
         })
         .await
+    }
+
+    /// A block file found on disk at start-up.
+    pub fn existing(path: PathBuf) -> Self {
+        Self { path }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// `pwrite` of all of `data` at `offset`.
-    pub async fn write(&self, offset: u64, data: Bytes) -> io::Result<()> {
+    /// `pwrite` of all of `data` at `offset`; `sync`: then `fdatasync`.
+    pub async fn write(&self, offset: u64, data: Bytes, sync: bool) -> io::Result<()> {
         let path = self.path.clone();
         blocking(move || {
             // Re-created if it vanished (as the DataNode's RandomAccessFile "rw" would), never
@@ -68,7 +83,11 @@ impl BlockFile {
                 .create(true)
                 .truncate(false)
                 .open(&path)?;
-            file.write_all_at(&data, offset)
+            file.write_all_at(&data, offset)?;
+            if sync {
+                file.sync_data()?;
+            }
+            Ok(())
         })
         .await
     }
@@ -85,4 +104,32 @@ impl BlockFile {
         })
         .await
     }
+}
+
+/// The block files of a container's `chunks` directory and their lengths, by localID. Files
+/// whose names are not `<localID>.block` are not dn-sim's and are left alone.
+pub(super) fn block_files(container_dir: &Path) -> io::Result<Vec<(i64, u64)>> {
+    let chunks = container_dir.join("chunks");
+    let entries = match std::fs::read_dir(&chunks) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(local_id) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".block"))
+            .and_then(|n| n.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let meta = entry.metadata()?;
+        if meta.is_file() {
+            files.push((local_id, meta.len()));
+        }
+    }
+    Ok(files)
 }

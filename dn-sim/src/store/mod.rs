@@ -13,6 +13,9 @@
 //! - Backends: [`memory`](memory.rs) (zero-copy `Bytes` segments), [`discard`](discard.rs)
 //!   (lengths and metadata only) and [`dir`](dir.rs) (real block files in the DataNode's
 //!   `<containerID>/chunks/<localID>.block` layout).
+//! - `dir:` also keeps each container's metadata on disk ([`durable`](durable.rs): the
+//!   `.container` file and a container DB with every committed `BlockData`), and
+//!   [`ContainerStore::open`] reads it back: a restarted dn-sim serves every acknowledged block.
 //!
 //! ## Concurrency
 //! There is no global lock on the request path:
@@ -37,6 +40,7 @@ mod block;
 mod container;
 mod dir;
 mod discard;
+mod durable;
 mod memory;
 pub mod verify;
 
@@ -155,6 +159,9 @@ pub(crate) struct Shared {
     root: PathBuf,
     /// The release whose rules apply where releases differ (set once by the handler).
     version: OnceLock<OzoneVersion>,
+    /// `--sync` (`hdds.container.chunk.write.sync`, `dir:` only): answer a WriteChunk after its
+    /// data, a PutBlock after its metadata commit, is on stable storage (fdatasync/fsync).
+    sync: bool,
 }
 
 impl Shared {
@@ -211,13 +218,27 @@ pub struct ContainerStore {
 }
 
 impl ContainerStore {
-    /// An empty store. `dir:PATH` creates `PATH` if needed; an unusable path is an error here,
-    /// at start-up, not at the first write.
+    /// [`ContainerStore::open`] without `--sync`.
     pub fn new(
         kind: StoreKind,
         capacity: u64,
         verifier: Option<Arc<dyn ChecksumVerifier>>,
     ) -> std::io::Result<Self> {
+        Self::open(kind, capacity, verifier, false)
+    }
+
+    /// The store: empty for memory and discard; `dir:PATH` creates `PATH` if needed and reads
+    /// back every container found in it (see [`Container`]'s restore rules). An unusable path or
+    /// an unreadable container is an error here, at start-up, not at the first write. `sync`
+    /// (`--sync`, `dir:` only; the caller refuses it for other stores): data and metadata are
+    /// on stable storage before a write is answered.
+    pub fn open(
+        kind: StoreKind,
+        capacity: u64,
+        verifier: Option<Arc<dyn ChecksumVerifier>>,
+        sync: bool,
+    ) -> std::io::Result<Self> {
+        let kind_is_dir = matches!(kind, StoreKind::Dir(_));
         let root = match &kind {
             StoreKind::Dir(root) => {
                 std::fs::create_dir_all(root)?;
@@ -226,7 +247,7 @@ impl ContainerStore {
             _ => std::path::absolute(std::env::temp_dir())?
                 .join(format!("dn-sim-{}", std::process::id())),
         };
-        Ok(Self {
+        let store = Self {
             shared: Arc::new(Shared {
                 kind,
                 capacity,
@@ -234,9 +255,72 @@ impl ContainerStore {
                 verifier,
                 root,
                 version: OnceLock::new(),
+                sync: sync && kind_is_dir,
             }),
             shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
-        })
+        };
+        store.restore()?;
+        Ok(store)
+    }
+
+    /// `dir:` at start-up: every `<containerID>` directory with a `.container` file becomes a
+    /// container again, as the DataNode's `ContainerReader` (2.2.0) loads them: a RECOVERING
+    /// container is deleted (replica index 0) or marked UNHEALTHY (an EC replica), a DELETED one
+    /// is deleted. A directory without a `.container` file (a creation cut short) or without its
+    /// DB is skipped.
+    fn restore(&self) -> std::io::Result<()> {
+        if !matches!(self.shared.kind, StoreKind::Dir(_)) {
+            return Ok(());
+        }
+        for entry in std::fs::read_dir(&self.shared.root)? {
+            let entry = entry?;
+            let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i64>().ok())
+            else {
+                continue;
+            };
+            let dir = entry.path();
+            if !entry.file_type()?.is_dir() {
+                continue;
+            }
+            if !durable::ContainerDb::exists(&dir, id) {
+                tracing::warn!(path = %dir.display(), "no .container file: not a container, skipped");
+                continue;
+            }
+            let restored = match durable::ContainerDb::open(&dir, id, self.shared.sync) {
+                Ok(restored) => restored,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::warn!(container = id, error = %e, "skipping the container");
+                    continue;
+                }
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("container {id}: {e}"),
+                    ));
+                }
+            };
+            let state = restored.descriptor.state;
+            let ec = restored.descriptor.replica_index > 0;
+            if state == State::Deleted || (state == State::Recovering && !ec) {
+                drop(restored);
+                std::fs::remove_dir_all(&dir)?;
+                continue;
+            }
+            let files = dir::block_files(&dir)?;
+            let container = Arc::new(Container::restored(
+                restored,
+                files,
+                Arc::clone(&self.shared),
+            ));
+            if state == State::Recovering {
+                container.mark_unhealthy();
+            }
+            write(self.shard(id)).insert(id, container);
+        }
+        Ok(())
     }
 
     /// A memory store with the default capacity and no checksum verification.
@@ -282,6 +366,11 @@ impl ContainerStore {
     /// The DataNode's volume-full check (HddsDispatcher, 2.1 on): no room for a single byte.
     pub fn is_full(&self) -> bool {
         self.shared.kind.holds_data() && self.used() >= self.shared.capacity
+    }
+
+    /// Whether writes are answered only once durable (`--sync`).
+    pub fn syncs(&self) -> bool {
+        self.shared.sync
     }
 
     pub fn verifies_checksums(&self) -> bool {

@@ -609,6 +609,114 @@ async fn dir_writes_block_files_in_the_datanode_layout() {
     );
 }
 
+/// A PutBlock of `local_id` naming one chunk of `len` bytes at 0, end of block.
+fn put(local_id: i64, len: u64) -> PutBlock {
+    PutBlock::new(block_data(local_id, vec![chunk(0, len)], None), true).unwrap()
+}
+
+#[tokio::test]
+async fn dir_restart_serves_what_was_committed_as_the_datanode_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kind = StoreKind::Dir(tmp.path().to_path_buf());
+    let ids: crate::containers::ContainerIds = "7-9,20-21".parse().unwrap();
+    {
+        let s = ContainerStore::new(kind.clone(), 1 << 20, None).unwrap();
+        s.precreate(&ids);
+        let c = s.lookup(C).unwrap();
+        write(&c, 1, 0, data(4000, 1)).await.unwrap();
+        c.put_block(put(1, 4000)).await.unwrap();
+        c.finalize_block(&bid(1)).await.unwrap();
+        // Block 3: written, never committed. Block 2: committed at 1000 bytes, then 500 more
+        // written without a PutBlock.
+        write(&c, 3, 0, data(300, 4)).await.unwrap();
+        write(&c, 2, 0, data(1000, 2)).await.unwrap();
+        c.put_block(put(2, 1000)).await.unwrap();
+        write(&c, 2, 1000, data(500, 3)).await.unwrap();
+        assert_eq!((c.bytes_used(), c.block_count()), (5800, 2));
+        let closed = s.lookup(8).unwrap();
+        closed.set_metadata(&[common::proto::KeyValue {
+            key: "owner".into(),
+            value: Some("crash test".into()),
+        }]);
+        closed.close().unwrap();
+        assert!(s.lookup(9).unwrap().mark_unhealthy());
+        s.create(10, State::Recovering).unwrap();
+        s.create_replica(11, State::Recovering, 2).unwrap();
+    }
+    let s = ContainerStore::new(kind, 1 << 20, None).unwrap();
+    s.precreate(&ids);
+    let c = s.lookup(C).unwrap();
+    // bytesUsed is what the last PutBlock recorded (Ozone 2.2.0 `#BYTESUSED`): it counted the
+    // uncommitted block 3, not the 500 bytes written after it.
+    assert_eq!((c.bytes_used(), c.block_count()), (5300, 2));
+    // The capacity counts every block file.
+    assert_eq!(s.used(), 5800);
+    assert_eq!(c.get_block(&bid(1)).await.unwrap().size, Some(4000));
+    assert_eq!(
+        read_all(&c, 1, 0, 4000).await.unwrap(),
+        data(4000, 1).to_vec()
+    );
+    assert!(c.is_finalized(1).await);
+    assert_eq!(c.get_block(&bid(2)).await.unwrap().size, Some(1000));
+    assert_eq!(c.committed_length(&bid(2)).await.unwrap(), 1000);
+    // What a WriteChunk left in a block file stays in it: ReadChunk reads it, the next write
+    // must start at the file's length, GetBlock and ListBlock do not know an uncommitted block.
+    assert_eq!(
+        read_all(&c, 2, 1000, 500).await.unwrap(),
+        data(500, 3).to_vec()
+    );
+    assert_eq!(
+        read_all(&c, 3, 0, 300).await.unwrap(),
+        data(300, 4).to_vec()
+    );
+    assert_eq!(code(c.get_block(&bid(3)).await), OzoneResult::NoSuchBlock);
+    assert_eq!(c.list_blocks(None, 10).await.unwrap().len(), 2);
+    assert_eq!(
+        code(write(&c, 3, 301, data(1, 5)).await),
+        OzoneResult::ChunkFileInconsistency
+    );
+    write(&c, 3, 300, data(100, 6)).await.unwrap();
+    c.put_block(put(3, 400)).await.unwrap();
+    assert_eq!((c.bytes_used(), c.block_count()), (5300 + 100, 3));
+    // States and metadata as they were; RECOVERING: deleted (replica index 0) or UNHEALTHY (EC).
+    let closed = s.lookup(8).unwrap();
+    assert_eq!(closed.state(), State::Closed);
+    assert_eq!(
+        closed.data().metadata[0].value.as_deref(),
+        Some("crash test")
+    );
+    assert_eq!(s.lookup(9).unwrap().state(), State::Unhealthy);
+    assert!(s.get(10).is_none());
+    assert!(!tmp.path().join("10").exists());
+    let ec = s.lookup(11).unwrap();
+    assert_eq!((ec.state(), ec.replica_index()), (State::Unhealthy, 2));
+    assert_eq!(s.lookup(20).unwrap().state(), State::Open);
+    assert_eq!(s.len(), 6, "7, 8, 9, 11, 20 and 21");
+}
+
+#[tokio::test]
+async fn dir_metadata_that_cannot_be_read_stops_the_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kind = StoreKind::Dir(tmp.path().to_path_buf());
+    drop(store(kind.clone(), 1 << 20));
+    let descriptor = tmp.path().join("7/metadata/7.container");
+    std::fs::write(&descriptor, "containerID: 7\nstate: \"SHINY\"\n").unwrap();
+    let Err(err) = ContainerStore::new(kind.clone(), 1 << 20, None) else {
+        panic!("a store with an unreadable .container file started");
+    };
+    assert!(err.to_string().contains("7.container"), "{err}");
+    // A container directory without a .container file (a creation cut short) is skipped, and so
+    // is one without its DB.
+    std::fs::remove_file(&descriptor).unwrap();
+    let s = ContainerStore::new(kind.clone(), 1 << 20, None).unwrap();
+    assert!(s.is_empty());
+    drop(s);
+    drop(store(kind.clone(), 1 << 20));
+    std::fs::remove_file(tmp.path().join("7/metadata/7-dn-container.db")).unwrap();
+    let s = ContainerStore::new(kind, 1 << 20, None).unwrap();
+    assert!(s.is_empty());
+}
+
 #[tokio::test]
 async fn verification_refuses_bad_checksums_and_stores_nothing() {
     let s =
@@ -736,6 +844,9 @@ enum Op {
     Get {
         block: i64,
     },
+    /// `dir:` only (a no-op for the other stores): the store is dropped, as a stopped process
+    /// leaves its directory, and opened again on the same directory.
+    Restart,
 }
 
 fn at() -> impl Strategy<Value = At> {
@@ -757,6 +868,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (block.clone(), 0u64..3, any::<bool>(), prop::bool::weighted(0.2))
             .prop_map(|(block, chunk_len, eof, bad_size)| Op::Put { block, chunk_len, eof, bad_size }),
         1 => block.prop_map(|block| Op::Get { block }),
+        1 => Just(Op::Restart),
     ]
 }
 
@@ -782,12 +894,29 @@ async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), T
         StoreKind::Dir(root) => Some(root.clone()),
         _ => None,
     };
-    let s = ContainerStore::new(kind.clone(), capacity, None).unwrap();
-    let c = s.get_or_create(C);
+    let mut s = ContainerStore::new(kind.clone(), capacity, None).unwrap();
+    let mut c = s.get_or_create(C);
     let mut model: Vec<ModelBlock> = vec![ModelBlock::default(); 3];
     let mut used = 0u64;
+    // The container's bytesUsed, and its value at the last committed PutBlock: what a restarted
+    // DataNode reads back (`#BYTESUSED`).
+    let (mut bytes_used, mut bytes_used_committed) = (0u64, 0u64);
+    let mut restarted = false;
     for op in ops {
         match op {
+            Op::Restart => {
+                if root.is_none() {
+                    continue;
+                }
+                drop(c);
+                drop(s);
+                s = ContainerStore::new(kind.clone(), capacity, None).unwrap();
+                c = s.get(C).expect("the container is back after a restart");
+                bytes_used = bytes_used_committed;
+                restarted = true;
+                prop_assert_eq!(c.bytes_used(), bytes_used);
+                prop_assert_eq!(s.used(), used, "block files count against the capacity");
+            }
             Op::Write {
                 block,
                 at,
@@ -822,6 +951,7 @@ async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), T
                     }
                     m.data[off as usize..end as usize].copy_from_slice(&d);
                     m.exists = true;
+                    bytes_used += growth;
                     if kind.holds_data() {
                         used += growth;
                     }
@@ -883,6 +1013,7 @@ async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), T
                 prop_assert_eq!(got.as_ref().err().map(|e| e.result), expect, "{:?}", got);
                 if got.is_ok() {
                     m.committed = Some(chunk_len as i64);
+                    bytes_used_committed = bytes_used;
                 }
             }
             Op::Get { block } => {
@@ -895,7 +1026,10 @@ async fn run_model(kind: StoreKind, capacity: u64, ops: Vec<Op>) -> Result<(), T
         }
     }
     let total: u64 = model.iter().map(|m| m.data.len() as u64).sum();
-    prop_assert_eq!(c.bytes_used(), total);
+    prop_assert_eq!(c.bytes_used(), bytes_used);
+    if !restarted {
+        prop_assert_eq!(bytes_used, total);
+    }
     prop_assert_eq!(s.used(), used);
     prop_assert_eq!(
         c.block_count(),
