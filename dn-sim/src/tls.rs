@@ -347,8 +347,8 @@ pub fn describe_handshake_error(e: &io::Error, target: &str, server_name: &str) 
             c @ (CertificateError::NotValidForName
             | CertificateError::NotValidForNameContext { .. }),
         ) => format!(
-            "certificate verify failed: {c} (the name checked was '{server_name}'; \
-             set the expected name with --tls-server-name)"
+            "certificate verify failed: {c} (checked for '{server_name}': the host of the \
+             target unless --tls-server-name says otherwise)"
         ),
         Error::InvalidCertificate(c) => format!("certificate verify failed: {c}"),
         Error::AlertReceived(AlertDescription::CertificateRequired) => {
