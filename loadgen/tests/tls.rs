@@ -293,3 +293,37 @@ fn tls_flag_combinations_are_usage_errors() {
         assert_usage_error(&args, needle);
     }
 }
+
+#[test]
+fn tls_1_2_only_server_with_mutual_tls() {
+    // hdds.grpc.tls.protocols=TLSv1.2 (Ozone 2.2.0): in TLS 1.2 the server refuses a missing
+    // client certificate inside the handshake, not after it as in TLS 1.3.
+    let pki = TestPki::new();
+    let mut tls = ServerTls::new(pki.server_cert.clone(), pki.server_key.clone());
+    tls.client_ca = Some(pki.ca.clone());
+    tls.versions = dn_sim::tls::TlsVersions::Tls12;
+    let config = dn_sim::Config {
+        tls: Some(tls),
+        ..dn_sim::Config::loopback()
+    };
+    let server = dn_sim::EmbeddedServer::start(config, 1).unwrap();
+    let addr = server.local_addr().to_string();
+    for mode in ["per-request", "persistent"] {
+        let base = ["echo", "--target", &addr, "-n", "20", "--stream-mode", mode];
+        let mut args = base.to_vec();
+        args.extend(["--tls", "--tls-ca", arg(&pki.ca)]);
+        let err = run(&args).map(|s| s.text).unwrap_err();
+        assert!(
+            err.contains("requires a client certificate"),
+            "{mode}: {err}"
+        );
+        args.extend([
+            "--tls-client-cert",
+            arg(&pki.client_cert),
+            "--tls-client-key",
+            arg(&pki.client_key),
+        ]);
+        let s = run(&args).unwrap();
+        assert_eq!((s.successes(), s.failures()), (20, 0), "{mode}: {}", s.text);
+    }
+}
