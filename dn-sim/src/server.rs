@@ -201,8 +201,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             None => Either::Left(incoming.map(move |io| count(io.map(ServerStream::Plain)))),
             Some(tls) => {
                 let server_config = tls.server_config().map_err(anyhow::Error::msg)?;
+                let d = Arc::clone(&dispatcher);
+                let failed: crate::tls::OnHandshakeFailure =
+                    Arc::new(move |reason| d.metrics.tls_handshake_failed(reason));
                 Either::Right(
-                    crate::tls::handshakes(incoming, server_config, tls.handshake_timeout)
+                    crate::tls::handshakes(incoming, server_config, tls.handshake_timeout, failed)
                         .map(count),
                 )
             }

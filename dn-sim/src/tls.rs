@@ -438,14 +438,19 @@ impl AsyncWrite for ServerStream {
     }
 }
 
+/// What a failed handshake is told to: `error` or `timeout` (dn-sim counts them in
+/// `dn_sim_tls_handshake_failures_total`).
+pub type OnHandshakeFailure = Arc<dyn Fn(&'static str) + Send + Sync>;
+
 /// Accepted connections after their TLS handshakes: each handshake runs in a task of its own
 /// within `timeout`, and only completed ones are handed on. A failed or timed-out handshake
-/// closes that connection and is logged. Accepting stops when the returned stream is dropped
-/// (the server stopped).
+/// closes that connection, is logged and reported to `failed`. Accepting stops when the
+/// returned stream is dropped (the server stopped).
 pub fn handshakes(
     mut incoming: TcpIncoming,
     config: Arc<ServerConfig>,
     timeout: Duration,
+    failed: OnHandshakeFailure,
 ) -> ReceiverStream<io::Result<ServerStream>> {
     let (tx, rx) = mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
@@ -464,16 +469,20 @@ pub fn handshakes(
                     }
                 },
             };
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            let (acceptor, tx, failed) = (acceptor.clone(), tx.clone(), Arc::clone(&failed));
             tokio::spawn(async move {
                 let peer = tcp.peer_addr().ok();
                 match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {
                         let _ = tx.send(Ok(ServerStream::Tls(Box::new(tls)))).await;
                     }
-                    Ok(Err(e)) => tracing::info!(?peer, "TLS handshake failed: {e}"),
+                    Ok(Err(e)) => {
+                        tracing::info!(?peer, "TLS handshake failed: {e}");
+                        failed("error");
+                    }
                     Err(_) => {
-                        tracing::info!(?peer, "TLS handshake not completed within {timeout:?}")
+                        tracing::info!(?peer, "TLS handshake not completed within {timeout:?}");
+                        failed("timeout");
                     }
                 }
             });

@@ -286,6 +286,15 @@ fn healthcheck_subcommand_speaks_tls() {
     assert!(text.contains("requires a client certificate"), "{text}");
     let (code, text) = healthcheck(&[]);
     assert_eq!(code, Some(1), "a plain-text healthcheck passed: {text}");
+    // Each refused handshake is counted (the two above: no client certificate, plain text).
+    let failures = "dn_sim_tls_handshake_failures_total";
+    let counted = (0..50)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            sim.metric(failures).unwrap_or(0.0)
+        })
+        .find(|n| *n >= 2.0);
+    assert!(counted.is_some(), "{failures}: {:?}", sim.metric(failures));
     let (code, text) = healthcheck(&["--tls-server-name", "dn1"]);
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("--tls-server-name needs --tls-ca"), "{text}");
