@@ -192,19 +192,19 @@ fn wrong_ca_wrong_name_and_plain_text_fail_in_one_line() {
             }
         }
     }
-    // ...and TLS clients are served all the same.
-    let s = run(&[
-        "echo",
-        "--target",
-        &addr,
-        "-n",
-        "50",
-        "--tls",
-        "--tls-ca",
-        arg(&pki.ca),
-    ])
-    .unwrap();
-    assert_eq!(s.successes(), 50);
+    // ...and TLS clients are served all the same (a scheme in --target is not part of the
+    // name the certificate is checked against).
+    for target in [
+        addr.clone(),
+        format!("https://{addr}"),
+        format!("http://{addr}"),
+    ] {
+        let args = ["echo", "--target", &target, "-n", "50", "--tls", "--tls-ca"];
+        let mut args = args.to_vec();
+        args.push(arg(&pki.ca));
+        let s = run(&args).unwrap();
+        assert_eq!(s.successes(), 50, "{target}");
+    }
 
     // A TLS client against a plain-text port.
     let plain = dn_sim::EmbeddedServer::start(dn_sim::Config::loopback(), 1).unwrap();

@@ -81,13 +81,23 @@ impl TargetTls {
             identity,
             ["--tls-ca", "--tls-client-cert", "--tls-client-key"],
         )?;
-        let hostport = target.strip_prefix("https://").unwrap_or(target);
+        let hostport = ["https://", "http://"]
+            .iter()
+            .find_map(|scheme| target.trim().strip_prefix(scheme))
+            .unwrap_or(target.trim());
         let server_name = match &flags.server_name {
             Some(name) => name.clone(),
             None => dn_sim::tls::host_of(hostport.trim_end_matches('/')).to_string(),
         };
         rustls::pki_types::ServerName::try_from(server_name.clone()).map_err(|_| {
-            format!("--tls-server-name: '{server_name}' is not a DNS name or IP address")
+            match flags.server_name {
+                Some(_) => {
+                    format!("--tls-server-name: '{server_name}' is not a DNS name or IP address")
+                }
+                None => {
+                    format!("--target {target}: '{server_name}' is not a DNS name or IP address")
+                }
+            }
         })?;
         Ok(Some(Arc::new(Self {
             client: Arc::new(client),
