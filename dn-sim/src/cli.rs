@@ -83,7 +83,8 @@ pub struct Args {
     /// is N × volumes), hdds.container.ipc.port, hdds.datanode.chunk.data.validation.check
     /// (= --verify-checksums), hdds.container.chunk.write.sync (= --sync),
     /// hdds.datanode.handler.count (checked; sizes nothing, as on a real DataNode's gRPC and Ratis
-    /// paths).
+    /// paths), hdds.grpc.tls.enabled (true needs --tls-cert), hdds.grpc.tls.protocols
+    /// (TLSv1.2,TLSv1.3).
     #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
@@ -190,6 +191,24 @@ pub struct Args {
     #[command(flatten)]
     pub connections: crate::connections::ConnectionArgs,
 
+    /// TLS on the client port, as a DataNode with hdds.grpc.tls.enabled: the server's PEM
+    /// certificate chain (its own certificate first). Needs --tls-key.
+    #[arg(long, env = "DN_SIM_TLS_CERT", value_name = "PEM")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "DN_SIM_TLS_KEY", value_name = "PEM")]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// Mutual TLS: a PEM CA bundle; clients must present a certificate it signed. (A real
+    /// DataNode, Ozone 2.0.0-2.2.0, asks for no client certificate.)
+    #[arg(long, env = "DN_SIM_TLS_CLIENT_CA", value_name = "PEM")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+
+    /// How long a client may take to complete its TLS handshake before it is disconnected.
+    #[arg(long, env = "DN_SIM_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub tls_handshake_timeout: Duration,
+
     /// Runtime worker threads (default: one per core).
     #[arg(long, env = "DN_SIM_THREADS", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
@@ -206,15 +225,22 @@ pub enum OzoneKey {
     ChunkDataValidation(bool),
     /// `hdds.container.chunk.write.sync` (= `--sync`).
     ChunkWriteSync(bool),
+    /// `hdds.grpc.tls.enabled`: true needs `--tls-cert`/`--tls-key` (dn-sim has no SCM to get a
+    /// certificate from); false with `--tls-cert` is a contradiction.
+    GrpcTlsEnabled(bool),
+    /// `hdds.grpc.tls.protocols` (Ozone 2.2.0): the TLS versions served.
+    GrpcTlsProtocols(crate::tls::TlsVersions),
 }
 
 /// The Ozone keys dn-sim models.
-const OZONE_KEYS: [&str; 5] = [
+const OZONE_KEYS: [&str; 7] = [
     "hdds.datanode.handler.count",
     "hdds.datanode.read.chunk.threads.per.volume",
     "hdds.container.ipc.port",
     "hdds.datanode.chunk.data.validation.check",
     "hdds.container.chunk.write.sync",
+    "hdds.grpc.tls.enabled",
+    "hdds.grpc.tls.protocols",
 ];
 
 /// Prefix of the Ozone images' convention: `OZONE-SITE.XML_<key>=<value>` sets `<key>` in
@@ -280,25 +306,27 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
             .parse::<u16>()
             .map(OzoneKey::IpcPort)
             .map_err(|_| format!("hdds.container.ipc.port must be a port number, not '{value}'")),
-        "hdds.datanode.chunk.data.validation.check" => match value.trim() {
-            // Hadoop's Configuration.getBoolean: case-insensitive true/false.
-            v if v.eq_ignore_ascii_case("true") => Ok(OzoneKey::ChunkDataValidation(true)),
-            v if v.eq_ignore_ascii_case("false") => Ok(OzoneKey::ChunkDataValidation(false)),
-            v => Err(format!(
-                "hdds.datanode.chunk.data.validation.check must be true or false, not '{v}'"
-            )),
-        },
-        "hdds.container.chunk.write.sync" => match value.trim() {
-            v if v.eq_ignore_ascii_case("true") => Ok(OzoneKey::ChunkWriteSync(true)),
-            v if v.eq_ignore_ascii_case("false") => Ok(OzoneKey::ChunkWriteSync(false)),
-            v => Err(format!(
-                "hdds.container.chunk.write.sync must be true or false, not '{v}'"
-            )),
-        },
+        "hdds.datanode.chunk.data.validation.check" => {
+            boolean(key, value).map(OzoneKey::ChunkDataValidation)
+        }
+        "hdds.container.chunk.write.sync" => boolean(key, value).map(OzoneKey::ChunkWriteSync),
+        "hdds.grpc.tls.enabled" => boolean(key, value).map(OzoneKey::GrpcTlsEnabled),
+        "hdds.grpc.tls.protocols" => {
+            crate::tls::TlsVersions::parse(value).map(OzoneKey::GrpcTlsProtocols)
+        }
         other => Err(format!(
             "unknown key '{other}' (known: {})",
             OZONE_KEYS.join(", ")
         )),
+    }
+}
+
+/// Hadoop's Configuration.getBoolean: case-insensitive true/false.
+fn boolean(key: &str, value: &str) -> Result<bool, String> {
+    match value.trim() {
+        v if v.eq_ignore_ascii_case("true") => Ok(true),
+        v if v.eq_ignore_ascii_case("false") => Ok(false),
+        v => Err(format!("{} must be true or false, not '{v}'", key.trim())),
     }
 }
 
@@ -364,6 +392,7 @@ impl Args {
         let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
         let (mut per_volume, mut validation, mut write_sync) = (None, None, None);
+        let (mut tls_enabled, mut tls_versions) = (None, crate::tls::TlsVersions::default());
         for key in env_keys.iter().chain(&self.define) {
             match key {
                 OzoneKey::HandlerCount(_) => {}
@@ -371,6 +400,8 @@ impl Args {
                 OzoneKey::IpcPort(p) => listen.set_port(*p),
                 OzoneKey::ChunkDataValidation(on) => validation = Some(*on),
                 OzoneKey::ChunkWriteSync(on) => write_sync = Some(*on),
+                OzoneKey::GrpcTlsEnabled(on) => tls_enabled = Some(*on),
+                OzoneKey::GrpcTlsProtocols(v) => tls_versions = *v,
             }
         }
         let sync = self.sync || write_sync == Some(true);
@@ -380,6 +411,7 @@ impl Args {
                 self.store
             ));
         }
+        let tls = self.tls(tls_enabled, tls_versions)?;
         let handler_count = self
             .handler_count
             .unwrap_or_else(|| per_volume.unwrap_or(10).saturating_mul(self.volumes))
@@ -417,8 +449,44 @@ impl Args {
             datanode_uuid: self.datanode_uuid.clone(),
             ozone_version: self.ozone_version,
             connections: self.connections.limits(),
+            tls,
         };
         Ok((config, warning))
+    }
+
+    /// The TLS settings from `--tls-*` and `hdds.grpc.tls.*`; errors name the flag or key.
+    fn tls(
+        &self,
+        enabled: Option<bool>,
+        versions: crate::tls::TlsVersions,
+    ) -> Result<Option<crate::tls::ServerTls>, String> {
+        let files = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            (Some(_), None) => return Err("--tls-cert needs --tls-key (its private key)".into()),
+            (None, Some(_)) => return Err("--tls-key needs --tls-cert (its certificate)".into()),
+            (None, None) => None,
+        };
+        if self.tls_handshake_timeout.is_zero() {
+            return Err("--tls-handshake-timeout must be greater than zero".into());
+        }
+        match (enabled, files) {
+            (Some(true), None) => Err("hdds.grpc.tls.enabled=true needs --tls-cert and \
+                 --tls-key (PEM files: dn-sim has no SCM to get a certificate from)"
+                .into()),
+            (Some(false), Some(_)) => Err("--tls-cert contradicts hdds.grpc.tls.enabled=false; \
+                 drop one of them"
+                .into()),
+            (_, None) if self.tls_client_ca.is_some() => {
+                Err("--tls-client-ca needs --tls-cert and --tls-key".into())
+            }
+            (_, None) => Ok(None),
+            (_, Some((cert, key))) => Ok(Some(crate::tls::ServerTls {
+                client_ca: self.tls_client_ca.clone(),
+                versions,
+                handshake_timeout: self.tls_handshake_timeout,
+                ..crate::tls::ServerTls::new(cert, key)
+            })),
+        }
     }
 }
 

@@ -43,6 +43,61 @@ pub struct HealthcheckArgs {
     /// Service to ask about; '' is the server as a whole.
     #[arg(long, default_value = XCEIVER_SERVICE)]
     pub service: String,
+
+    /// Check over TLS (a dn-sim with --tls-cert): the PEM CA bundle that signed its certificate.
+    #[arg(long, env = "DN_SIM_HEALTHCHECK_TLS_CA", value_name = "PEM")]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// Client certificate (PEM) for a dn-sim with --tls-client-ca; needs --tls-client-key.
+    #[arg(long, env = "DN_SIM_HEALTHCHECK_TLS_CLIENT_CERT", value_name = "PEM")]
+    pub tls_client_cert: Option<std::path::PathBuf>,
+
+    /// The private key (PEM) of --tls-client-cert.
+    #[arg(long, env = "DN_SIM_HEALTHCHECK_TLS_CLIENT_KEY", value_name = "PEM")]
+    pub tls_client_key: Option<std::path::PathBuf>,
+
+    /// The name the server's certificate must carry (default: the host of --addr).
+    #[arg(long, env = "DN_SIM_HEALTHCHECK_TLS_SERVER_NAME", value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+}
+
+impl HealthcheckArgs {
+    /// Checks the TLS flags' combination: `--tls-client-cert` and `--tls-client-key` go
+    /// together, and they and `--tls-server-name` need `--tls-ca`. The error names the flag.
+    pub fn check_flags(&self) -> Result<(), String> {
+        match (&self.tls_client_cert, &self.tls_client_key) {
+            (Some(_), None) => return Err("--tls-client-cert needs --tls-client-key".into()),
+            (None, Some(_)) => return Err("--tls-client-key needs --tls-client-cert".into()),
+            _ => {}
+        }
+        if self.tls_ca.is_none() {
+            if self.tls_client_cert.is_some() {
+                return Err("--tls-client-cert needs --tls-ca".into());
+            }
+            if self.tls_server_name.is_some() {
+                return Err("--tls-server-name needs --tls-ca".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The TLS client of `--tls-ca` and friends; `None` = plain text.
+    pub fn tls(&self) -> Result<Option<crate::tls::ClientTls>, String> {
+        self.check_flags()?;
+        let Some(ca) = &self.tls_ca else {
+            return Ok(None);
+        };
+        let identity = self
+            .tls_client_cert
+            .as_deref()
+            .zip(self.tls_client_key.as_deref());
+        crate::tls::ClientTls::new(
+            ca,
+            identity,
+            ["--tls-ca", "--tls-client-cert", "--tls-client-key"],
+        )
+        .map(Some)
+    }
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
@@ -60,32 +115,59 @@ pub fn healthcheck(args: &HealthcheckArgs) -> Result<String, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
-    runtime.block_on(check(&args.addr, &args.service, args.timeout))
+    let tls = args.tls()?.map(|tls| crate::tls::TonicConnector {
+        tls: std::sync::Arc::new(tls),
+        addr: args.addr.clone(),
+        server_name: args
+            .tls_server_name
+            .clone()
+            .unwrap_or_else(|| crate::tls::host_of(&args.addr).to_string()),
+    });
+    runtime.block_on(check_with(&args.addr, &args.service, args.timeout, tls))
 }
 
 /// Asks `addr`'s `grpc.health.v1.Health/Check` about `service`, within `timeout`.
 pub async fn check(addr: &str, service: &str, timeout: Duration) -> Result<String, String> {
+    check_with(addr, service, timeout, None).await
+}
+
+/// [`check`], over TLS when `tls` is given.
+pub async fn check_with(
+    addr: &str,
+    service: &str,
+    timeout: Duration,
+    tls: Option<crate::tls::TonicConnector>,
+) -> Result<String, String> {
     let what = if service.is_empty() {
         format!("{addr} (server)")
     } else {
         format!("{addr} {service}")
     };
-    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
         .map_err(|e| format!("{what}: not HOST:PORT ({e})"))?
         .connect_timeout(timeout)
         .timeout(timeout);
     let ask = async {
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|e| format!("{what}: cannot connect: {}", error_chain(&e)))?;
+        let connected = match tls {
+            None => endpoint.connect().await,
+            Some(connector) => endpoint.connect_with_connector(connector).await,
+        };
+        let channel =
+            connected.map_err(|e| format!("{what}: cannot connect: {}", error_chain(&e)))?;
         HealthClient::new(channel)
             .check(HealthCheckRequest {
                 service: service.to_string(),
             })
             .await
             .map(|r| r.into_inner().status())
-            .map_err(|s| format!("{what}: {:?}: {}", s.code(), s.message()))
+            .map_err(|s| {
+                // A transport failure (e.g. a TLS alert after the handshake) is in the source.
+                let cause = std::error::Error::source(&s)
+                    .map(|c| format!(": {}", error_chain(c)))
+                    .unwrap_or_default();
+                format!("{what}: {:?}: {}{cause}", s.code(), s.message())
+            })
     };
     match tokio::time::timeout(timeout, ask).await {
         Err(_) => Err(format!("{what}: no answer within {timeout:?}")),

@@ -7,7 +7,7 @@
 //! [`dispatcher`] (HddsDispatcher: routing, Echo, envelopes), [`keyvalue`] (KeyValueHandler: one
 //! function per command type, and the dispatcher's container checks), [`store`] (containers,
 //! blocks and their bytes: memory, discard or block files), [`containers`] (the `--containers`
-//! list), [`server`] (XceiverServerGrpc: bind, serve, stop).
+//! list), [`server`] (XceiverServerGrpc: bind, serve, stop), [`tls`] (its TLS: `hdds.grpc.tls.enabled`).
 //!
 //! Models that the request path consults (pure: no sockets, no tasks):
 //! - [`delay`]: per-request service delays by command type (`--delay`);
@@ -39,6 +39,7 @@ pub mod settings;
 pub mod store;
 pub mod target;
 pub mod timer;
+pub mod tls;
 pub mod version;
 
 pub use server::{Config, EmbeddedServer, RunningServer, run_until_signal, start};

@@ -21,14 +21,19 @@ fn main() -> ExitCode {
     };
     match cli.into_command() {
         Command::Serve(args) => serve(&args),
-        Command::Healthcheck(args) => match dn_sim::health::healthcheck(&args) {
+        Command::Healthcheck(args) => match args
+            .check_flags()
+            .map_err(|e| (e, 2))
+            .and_then(|()| dn_sim::health::healthcheck(&args).map_err(|e| (e, 1)))
+        {
             Ok(message) => {
                 println!("dn-sim healthcheck: {message}");
                 ExitCode::SUCCESS
             }
-            Err(message) => {
+            // 2: a wrong flag; 1: not serving, or not reachable.
+            Err((message, code)) => {
                 eprintln!("dn-sim healthcheck: {message}");
-                ExitCode::FAILURE
+                ExitCode::from(code)
             }
         },
     }

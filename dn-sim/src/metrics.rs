@@ -277,6 +277,12 @@ impl Metrics {
         );
         describe(
             &sim,
+            "dn_sim_tls_handshake_failures_total",
+            None,
+            "Client connections closed because their TLS handshake failed or timed out",
+        );
+        describe(
+            &sim,
             "process_cpu_seconds_total",
             Some(Unit::Seconds),
             "User and system CPU time of the process",
@@ -423,6 +429,19 @@ impl Metrics {
                     &META,
                 )
             })
+            .increment(1);
+    }
+
+    /// A TLS handshake that failed (`reason`: `error` or `timeout`); rare, so registered on use.
+    pub fn tls_handshake_failed(&self, reason: &'static str) {
+        self.sim
+            .register_counter(
+                &key(
+                    "dn_sim_tls_handshake_failures_total",
+                    &[("reason", reason.into())],
+                ),
+                &META,
+            )
             .increment(1);
     }
 

@@ -13,16 +13,17 @@ use crate::rng::RngFactory;
 use crate::service::XceiverService;
 use crate::service_limits::{LimitPolicy, LimitRates, ServiceLimits};
 use crate::store::{ContainerStore, StoreKind};
+use crate::tls::ServerStream;
 use anyhow::Context;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolServiceServer;
 use futures_util::StreamExt;
+use futures_util::future::Either;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tonic::transport::Server;
 use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
@@ -67,6 +68,8 @@ pub struct Config {
     pub ozone_version: crate::version::OzoneVersion,
     /// Connection and HTTP/2 limits (`connections.rs`).
     pub connections: crate::connections::ConnectionLimits,
+    /// TLS on the client port (`--tls-cert`); `None` = plain text.
+    pub tls: Option<crate::tls::ServerTls>,
 }
 
 /// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
@@ -95,6 +98,7 @@ impl Default for Config {
             datanode_uuid: DEFAULT_DATANODE_UUID.to_string(),
             ozone_version: crate::version::OzoneVersion::default(),
             connections: Default::default(),
+            tls: None,
         }
     }
 }
@@ -197,7 +201,22 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     let local_addr = incoming.local_addr()?;
     let counted = {
         let d = Arc::clone(&dispatcher);
-        incoming.map(move |io| io.map(|stream| CountedConnection::new(stream, Arc::clone(&d))))
+        let count = move |io: std::io::Result<ServerStream>| {
+            io.map(|stream| CountedConnection::new(stream, Arc::clone(&d)))
+        };
+        match &config.tls {
+            None => Either::Left(incoming.map(move |io| count(io.map(ServerStream::Plain)))),
+            Some(tls) => {
+                let server_config = tls.server_config().map_err(anyhow::Error::msg)?;
+                let d = Arc::clone(&dispatcher);
+                let failed: crate::tls::OnHandshakeFailure =
+                    Arc::new(move |reason| d.metrics.tls_handshake_failed(reason));
+                Either::Right(
+                    crate::tls::handshakes(incoming, server_config, tls.handshake_timeout, failed)
+                        .map(count),
+                )
+            }
+        }
     };
     let counted = crate::connections::guard(
         counted,
@@ -304,14 +323,15 @@ impl RunningServer {
     }
 }
 
-/// A client connection, counted in `dn_sim_connections_open` while it lives.
+/// A client connection, counted in `dn_sim_connections_open` while it lives (with TLS: from
+/// its completed handshake).
 struct CountedConnection {
-    stream: TcpStream,
+    stream: ServerStream,
     dispatcher: Arc<Dispatcher>,
 }
 
 impl CountedConnection {
-    fn new(stream: TcpStream, dispatcher: Arc<Dispatcher>) -> Self {
+    fn new(stream: ServerStream, dispatcher: Arc<Dispatcher>) -> Self {
         dispatcher.metrics.connection_opened();
         Self { stream, dispatcher }
     }
@@ -326,7 +346,7 @@ impl Drop for CountedConnection {
 impl Connected for CountedConnection {
     type ConnectInfo = TcpConnectInfo;
     fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.connect_info()
+        self.stream.tcp().connect_info()
     }
 }
 

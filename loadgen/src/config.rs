@@ -23,8 +23,8 @@ pub const DEFAULT_REQUESTS: u64 = 1000;
 pub enum Target {
     /// An embedded dn-sim started by loadgen on 127.0.0.1.
     Embedded { threads: usize },
-    /// A DataNode or dn-sim at this address (HOST:PORT).
-    Remote(String),
+    /// A DataNode or dn-sim at this address (HOST:PORT), and the TLS to speak to it (`--tls`).
+    Remote(String, Option<Arc<crate::connection::tls::TargetTls>>),
     /// `--target null`: dn-sim's dispatcher and store called in-process, no network.
     Null,
 }
@@ -231,6 +231,9 @@ impl RunConfig {
             AimdUnit::Ops
         };
         let resilience = ResilienceConfig::from_args(&c.resilience, unit);
+        let tls =
+            crate::connection::tls::TargetTls::from_flags(&c.tls.flags(), c.target.as_deref())
+                .map_err(UsageError)?;
         if c.stream_mode == StreamMode::Persistent && resilience.active() {
             return Err(UsageError(
                 "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
@@ -252,7 +255,7 @@ impl RunConfig {
             },
             target: match &c.target {
                 Some(t) if t == "null" => Target::Null,
-                Some(t) => Target::Remote(t.clone()),
+                Some(t) => Target::Remote(t.clone(), tls),
                 None => Target::Embedded {
                     threads: c.embedded_threads as usize,
                 },

@@ -263,14 +263,24 @@ fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
             );
             Ok((
                 Some(server),
-                connection::Endpoint::Uri(format!("http://{addr}")),
+                connection::Endpoint::Uri(format!("http://{addr}"), None),
                 desc,
                 addr.to_string(),
             ))
         }
-        Target::Remote(t) => {
-            let uri = connection::target_uri(t).map_err(|e| UsageError(e.to_string()))?;
-            Ok((None, connection::Endpoint::Uri(uri), t.clone(), t.clone()))
+        Target::Remote(t, tls) => {
+            let uri =
+                connection::target_uri(t, tls.is_some()).map_err(|e| UsageError(e.to_string()))?;
+            let desc = match tls {
+                Some(_) => format!("{t} (TLS)"),
+                None => t.clone(),
+            };
+            Ok((
+                None,
+                connection::Endpoint::Uri(uri, tls.clone()),
+                desc,
+                t.clone(),
+            ))
         }
     }
 }

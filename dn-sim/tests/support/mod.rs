@@ -5,6 +5,10 @@
 #[allow(dead_code)]
 pub mod process;
 
+/// Test certificates made at run time (rcgen): a CA, server and client certificates.
+#[allow(dead_code)]
+pub mod certs;
+
 use bytes::{Buf, BufMut, Bytes};
 use std::net::SocketAddr;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};

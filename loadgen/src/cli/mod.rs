@@ -195,6 +195,46 @@ pub struct CommonArgs {
 
     #[command(flatten)]
     pub resilience: ResilienceArgs,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// TLS to the target, as to a secure DataNode (`hdds.grpc.tls.enabled`), for both stream modes.
+/// Every `--tls-*` flag needs `--tls`; `--tls` needs `--tls-ca` and a network `--target`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// Speak TLS (ALPN h2, TLS 1.2/1.3) to --target; needs --tls-ca.
+    #[arg(long)]
+    pub tls: bool,
+
+    /// PEM CA bundle that signed the DataNode's certificate (Ozone's: the SCM root CA).
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for mutual TLS; needs --tls-client-key.
+    #[arg(long, value_name = "PEM")]
+    pub tls_client_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-client-cert.
+    #[arg(long, value_name = "PEM")]
+    pub tls_client_key: Option<PathBuf>,
+
+    /// The name the DataNode's certificate must carry [default: the host of --target].
+    #[arg(long, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+}
+
+impl TlsArgs {
+    pub fn flags(&self) -> crate::connection::tls::TlsFlags {
+        crate::connection::tls::TlsFlags {
+            tls: self.tls,
+            ca: self.tls_ca.clone(),
+            client_cert: self.tls_client_cert.clone(),
+            client_key: self.tls_client_key.clone(),
+            server_name: self.tls_server_name.clone(),
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]

@@ -20,6 +20,10 @@
 //!
 //! Everything runs on one thread: the connection task and the workers share the state through an
 //! `Rc<RefCell<_>>` and no borrow is held across an await.
+//!
+//! The socket is a [`Socket`]: plain TCP, read and written with `try_read_buf`/`try_write*` as
+//! before TLS existed, or TLS (`--tls`, [`super::tls`]) through tokio-rustls's poll functions.
+//! One match per read or write call, no trait object: the plain path costs what it did.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use std::borrow::Cow;
@@ -28,10 +32,11 @@ use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, IoSlice};
+use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
-use tokio::io::Interest;
+use tokio::io::{AsyncReadExt, AsyncWrite, Interest};
 use tokio::net::TcpStream;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -343,6 +348,11 @@ pub struct RequestBlocks {
 
 impl RequestBlocks {
     pub fn new(authority: &str, path: &str, grpc_timeout: &str) -> Self {
+        Self::with_scheme(authority, path, grpc_timeout, false)
+    }
+
+    /// [`RequestBlocks::new`] with `:scheme https` when `https` (a TLS connection).
+    pub fn with_scheme(authority: &str, path: &str, grpc_timeout: &str, https: bool) -> Self {
         const USER_AGENT: &str = concat!("loadgen/", env!("CARGO_PKG_VERSION"));
         // Static table: 1 :authority, 4 :path, 31 content-type, 58 user-agent.
         let fields: [(Result<usize, &str>, &str); 6] = [
@@ -353,8 +363,8 @@ impl RequestBlocks {
             (Err("grpc-timeout"), grpc_timeout),
             (Ok(58), USER_AGENT),
         ];
-        // :method POST (static 3), :scheme http (static 6).
-        let start = [0x80 | 3, 0x80 | 6];
+        // :method POST (static 3), :scheme http (static 6) or https (static 7).
+        let start = [0x80 | 3, 0x80 | if https { 7 } else { 6 }];
         let mut first = start.to_vec();
         let mut plain = start.to_vec();
         let mut indexed = start.to_vec();
@@ -936,11 +946,28 @@ impl Connection {
         grpc_timeout: &str,
         timeout: Duration,
     ) -> Result<Rc<Connection>, String> {
+        Self::connect_with(hostport, authority, path, grpc_timeout, timeout, None).await
+    }
+
+    /// [`Connection::connect`], over TLS when `tls` is given (the TLS handshake counts in
+    /// `timeout`).
+    pub async fn connect_with(
+        hostport: &str,
+        authority: &str,
+        path: &str,
+        grpc_timeout: &str,
+        timeout: Duration,
+        tls: Option<&super::tls::TargetTls>,
+    ) -> Result<Rc<Connection>, String> {
         let handshake = async {
             let tcp = TcpStream::connect(hostport)
                 .await
                 .map_err(|e| e.to_string())?;
             tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+            let sock = match tls {
+                None => Socket::Plain(tcp),
+                Some(tls) => Socket::Tls(Box::new(tls.handshake(tcp, hostport).await?)),
+            };
             let mut inner = Inner {
                 closed: None,
                 abandoned: false,
@@ -954,7 +981,12 @@ impl Connection {
                 peer_initial_window: DEFAULT_WINDOW,
                 peer_max_frame: DEFAULT_MAX_FRAME,
                 conn_recv_unacked: 0,
-                request_blocks: RequestBlocks::new(authority, path, grpc_timeout),
+                request_blocks: RequestBlocks::with_scheme(
+                    authority,
+                    path,
+                    grpc_timeout,
+                    tls.is_some(),
+                ),
                 hpack_mode: HpackMode::First,
                 segments: VecDeque::new(),
                 out: Vec::with_capacity(64 * 1024),
@@ -973,7 +1005,7 @@ impl Connection {
             inner.push_frame(SETTINGS, 0, 0, &settings);
             inner.send_window_update(0, CONNECTION_WINDOW - DEFAULT_WINDOW as u32);
             let mut io = Io {
-                tcp,
+                sock,
                 rbuf: BytesMut::with_capacity(64 * 1024),
             };
             // Write the preface, then read frames until the server's first SETTINGS.
@@ -983,9 +1015,15 @@ impl Connection {
             loop {
                 let n = io.read_some().await.map_err(|e| e.to_string())?;
                 if n == 0 {
-                    return Err(
-                        "the server closed the connection during the HTTP/2 handshake".to_string(),
-                    );
+                    return Err(match tls {
+                        // A TLS server closes on a client's plain-text preface.
+                        None => "the server closed the connection during the HTTP/2 \
+                                     handshake (a TLS port? then give --tls and --tls-ca)"
+                            .to_string(),
+                        Some(_) => "the server closed the connection during the HTTP/2 \
+                                        handshake"
+                            .to_string(),
+                    });
                 }
                 if io.rbuf.len() >= 9 {
                     if io.rbuf[3] != SETTINGS || io.rbuf[4] & ACK != 0 {
@@ -1152,9 +1190,24 @@ impl Drop for StreamGuard<'_> {
     }
 }
 
+/// The connection's byte stream: plain TCP or TLS over it.
+enum Socket {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Socket {
+    fn into_tcp(self) -> TcpStream {
+        match self {
+            Self::Plain(tcp) => tcp,
+            Self::Tls(tls) => tls.into_inner().0,
+        }
+    }
+}
+
 /// The socket and the read buffer, owned by the connection task.
 struct Io {
-    tcp: TcpStream,
+    sock: Socket,
     rbuf: BytesMut,
 }
 
@@ -1162,11 +1215,15 @@ impl Io {
     /// Reads what is available (at least one byte, or 0 at EOF).
     async fn read_some(&mut self) -> io::Result<usize> {
         loop {
-            self.tcp.readable().await?;
             if self.rbuf.capacity() - self.rbuf.len() < 16 * 1024 {
                 self.rbuf.reserve(64 * 1024);
             }
-            match self.tcp.try_read_buf(&mut self.rbuf) {
+            let tcp = match &mut self.sock {
+                Socket::Plain(tcp) => tcp,
+                Socket::Tls(tls) => return tls.read_buf(&mut self.rbuf).await,
+            };
+            tcp.readable().await?;
+            match tcp.try_read_buf(&mut self.rbuf) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err(e),
@@ -1181,9 +1238,18 @@ impl Io {
                 if inner.out_pos == inner.out.len() {
                     inner.out.clear();
                     inner.out_pos = 0;
-                    return Poll::Ready(Ok(()));
+                    return match &mut self.sock {
+                        Socket::Plain(_) => Poll::Ready(Ok(())),
+                        // rustls may still hold records the socket had no room for.
+                        Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+                    };
                 }
-                self.tcp.try_write(&inner.out[inner.out_pos..])
+                match &mut self.sock {
+                    Socket::Plain(tcp) => tcp.try_write(&inner.out[inner.out_pos..]),
+                    Socket::Tls(tls) => {
+                        ready!(Pin::new(tls.as_mut()).poll_write(cx, &inner.out[inner.out_pos..]))
+                    }
+                }
             } else {
                 let mut slices = [IoSlice::new(&[]); 32];
                 let mut n = 0;
@@ -1195,7 +1261,12 @@ impl Io {
                     slices[n] = IoSlice::new(&inner.out[inner.out_pos..]);
                     n += 1;
                 }
-                self.tcp.try_write_vectored(&slices[..n])
+                match &mut self.sock {
+                    Socket::Plain(tcp) => tcp.try_write_vectored(&slices[..n]),
+                    Socket::Tls(tls) => {
+                        ready!(Pin::new(tls.as_mut()).poll_write_vectored(cx, &slices[..n]))
+                    }
+                }
             };
             match result {
                 Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
@@ -1216,7 +1287,10 @@ impl Io {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    match self.tcp.poll_write_ready(cx) {
+                    let Socket::Plain(tcp) = &self.sock else {
+                        return Poll::Pending; // tokio-rustls registered the waker
+                    };
+                    match tcp.poll_write_ready(cx) {
                         Poll::Ready(Ok(())) => continue,
                         Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                         Poll::Pending => return Poll::Pending,
@@ -1239,18 +1313,29 @@ impl Io {
                 self.rbuf.reserve(64 * 1024);
             }
             let offered = self.rbuf.capacity() - self.rbuf.len();
-            match self.tcp.try_read_buf(&mut self.rbuf) {
+            let read = match &mut self.sock {
+                Socket::Plain(tcp) => tcp.try_read_buf(&mut self.rbuf),
+                Socket::Tls(tls) => {
+                    let reading = tls.read_buf(&mut self.rbuf);
+                    match std::pin::pin!(reading).poll(cx) {
+                        Poll::Ready(r) => r,
+                        // Nothing decrypted: the waker is registered with the socket.
+                        Poll::Pending => return Poll::Ready(Ok(())),
+                    }
+                }
+            };
+            match read {
                 Ok(0) => {
                     inner.fail_all("the server closed the connection".to_string());
                     return Poll::Ready(Err(()));
                 }
                 Ok(n) => {
-                    if n < offered {
+                    if let (true, Socket::Plain(tcp)) = (n < offered, &self.sock) {
                         // A short read drained the socket: drop tokio's readiness now instead of
                         // learning it from one more read that fails with EAGAIN (about one
                         // syscall in three on this path). Safe: data arriving later raises a new
                         // edge, and tokio keeps readiness that is newer than what was read here.
-                        let _ = self.tcp.try_io(Interest::READABLE, || {
+                        let _ = tcp.try_io(Interest::READABLE, || {
                             Err::<(), _>(io::ErrorKind::WouldBlock.into())
                         });
                     }
@@ -1263,7 +1348,10 @@ impl Io {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    match self.tcp.poll_read_ready(cx) {
+                    let Socket::Plain(tcp) = &self.sock else {
+                        return Poll::Ready(Ok(()));
+                    };
+                    match tcp.poll_read_ready(cx) {
                         Poll::Ready(Ok(())) => continue,
                         Poll::Ready(Err(e)) => {
                             inner.fail_all(format!("connection failed: {e}"));
@@ -1314,7 +1402,8 @@ async fn drive(mut io: Io, inner: Rc<RefCell<Inner>>) {
     })
     .await;
     let _ = io
-        .tcp
+        .sock
+        .into_tcp()
         .into_std()
         .map(|s| s.shutdown(std::net::Shutdown::Both));
 }

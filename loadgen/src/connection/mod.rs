@@ -1,10 +1,12 @@
 //! Connections to the target: one HTTP/2 connection per `--clients`, opened eagerly so that an
 //! unreachable target fails fast with a clear message. Per-request streams use the lean
 //! [`unary`] client on plain HTTP/2; persistent streams use tonic's `Channel`. `--target null`
-//! answers per-request streams in-process ([`null`]), with no connection at all.
+//! answers per-request streams in-process ([`null`]), with no connection at all. With `--tls`
+//! both transports run a TLS handshake first ([`tls`]).
 
 pub mod http2;
 pub mod null;
+pub mod tls;
 pub mod unary;
 
 use anyhow::{Context, bail};
@@ -17,18 +19,21 @@ pub type Client = XceiverClientProtocolServiceClient<Channel>;
 /// Where a run's requests go.
 #[derive(Clone)]
 pub enum Endpoint {
-    /// A DataNode's client port, `http://HOST:PORT`.
-    Uri(String),
+    /// A DataNode's client port, `http://HOST:PORT`, and the TLS to speak to it (`--tls`).
+    Uri(String, Option<std::sync::Arc<tls::TargetTls>>),
     /// `--target null`: the in-process DataNode.
     Null(std::sync::Arc<null::NullDataNode>),
 }
 
-/// Normalizes `HOST:PORT` (or `http://HOST:PORT`) to a URI; TLS is not supported yet.
-pub fn target_uri(target: &str) -> anyhow::Result<String> {
+/// Normalizes `HOST:PORT` (or `http://HOST:PORT`) to a URI, `http://HOST:PORT` in either case
+/// (the address is what matters; `tls` says how to speak). `https://HOST:PORT` needs `tls`.
+pub fn target_uri(target: &str, tls: bool) -> anyhow::Result<String> {
     let t = target.trim();
-    if let Some(rest) = t.strip_prefix("https://") {
-        bail!("--target {rest}: TLS is not supported; use a plain-text DataNode port");
-    }
+    let t = match t.strip_prefix("https://") {
+        Some(rest) if tls => rest,
+        Some(rest) => bail!("--target https://{rest} needs --tls (and --tls-ca)"),
+        None => t,
+    };
     let hostport = t.strip_prefix("http://").unwrap_or(t).trim_end_matches('/');
     let Some((host, port)) = hostport.rsplit_once(':') else {
         bail!("--target '{target}' must be HOST:PORT (the DataNode's port is 9859)");
@@ -39,13 +44,20 @@ pub fn target_uri(target: &str) -> anyhow::Result<String> {
     Ok(format!("http://{hostport}"))
 }
 
-/// Opens `count` connections to `uri`.
+/// Opens `count` connections to `uri` (`http://HOST:PORT`), over TLS when `tls` is given.
 pub async fn connect(
     uri: &str,
     count: usize,
     connect_timeout: Duration,
+    tls: Option<&tls::TargetTls>,
 ) -> anyhow::Result<Vec<Client>> {
-    let endpoint = tonic::transport::Endpoint::from_shared(uri.to_string())
+    // With TLS the requests say `:scheme https`; the connector runs the handshake.
+    let uri = match tls {
+        Some(_) => format!("https://{}", &uri[7..]),
+        None => uri.to_string(),
+    };
+    let hostport = uri.split_once("://").map_or(uri.as_str(), |(_, h)| h);
+    let endpoint = tonic::transport::Endpoint::from_shared(uri.clone())
         .with_context(|| format!("invalid target {uri}"))?
         .connect_timeout(connect_timeout)
         .tcp_nodelay(true)
@@ -53,14 +65,20 @@ pub async fn connect(
         .initial_connection_window_size(Some(32 << 20));
     let mut clients = Vec::with_capacity(count);
     for _ in 0..count {
-        let channel = match tokio::time::timeout(connect_timeout, endpoint.connect()).await {
+        let connecting = async {
+            match tls {
+                None => endpoint.connect().await,
+                Some(tls) => {
+                    endpoint
+                        .connect_with_connector(tls.connector(hostport))
+                        .await
+                }
+            }
+        };
+        let channel = match tokio::time::timeout(connect_timeout, connecting).await {
             Ok(Ok(channel)) => channel,
-            Ok(Err(e)) => bail!("cannot connect to {}: {}", &uri[7..], error_chain(&e)),
-            Err(_) => bail!(
-                "cannot connect to {}: no answer within {:?}",
-                &uri[7..],
-                connect_timeout
-            ),
+            Ok(Err(e)) => bail!("cannot connect to {hostport}: {}", error_chain(&e)),
+            Err(_) => bail!("cannot connect to {hostport}: no answer within {connect_timeout:?}"),
         };
         clients.push(
             XceiverClientProtocolServiceClient::new(channel)
@@ -77,11 +95,19 @@ pub async fn connect_unary(
     count: usize,
     connect_timeout: Duration,
     request_timeout: Duration,
+    tls: Option<&std::sync::Arc<tls::TargetTls>>,
 ) -> anyhow::Result<Vec<std::rc::Rc<unary::UnaryConnection>>> {
     let hostport = &uri[7..];
     let mut conns = Vec::with_capacity(count);
     for _ in 0..count {
-        match unary::UnaryConnection::connect(hostport, connect_timeout, request_timeout).await {
+        match unary::UnaryConnection::connect(
+            hostport,
+            connect_timeout,
+            request_timeout,
+            tls.cloned(),
+        )
+        .await
+        {
             Ok(c) => conns.push(c),
             Err(e) => bail!("cannot connect to {hostport}: {e}"),
         }
@@ -109,14 +135,26 @@ mod tests {
 
     #[test]
     fn targets_are_normalized_or_rejected() {
-        assert_eq!(target_uri("dn1:9859").unwrap(), "http://dn1:9859");
+        assert_eq!(target_uri("dn1:9859", false).unwrap(), "http://dn1:9859");
         assert_eq!(
-            target_uri("http://127.0.0.1:9859/").unwrap(),
+            target_uri("http://127.0.0.1:9859/", false).unwrap(),
             "http://127.0.0.1:9859"
         );
-        assert_eq!(target_uri("[::1]:9859").unwrap(), "http://[::1]:9859");
+        assert_eq!(
+            target_uri("[::1]:9859", false).unwrap(),
+            "http://[::1]:9859"
+        );
         for bad in ["dn1", "dn1:", ":9859", "dn1:99999", "https://dn1:9859"] {
-            assert!(target_uri(bad).is_err(), "{bad}");
+            assert!(target_uri(bad, false).is_err(), "{bad}");
         }
+        // https:// is only a way of saying --tls.
+        assert_eq!(
+            target_uri("https://dn1:9859", true).unwrap(),
+            "http://dn1:9859"
+        );
+        let err = target_uri("https://dn1:9859", false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs --tls"), "{err}");
     }
 }

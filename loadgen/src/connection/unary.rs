@@ -30,6 +30,8 @@ pub struct UnaryConnection {
     /// `--target null`: requests are answered in-process and the HTTP/2 fields are unused.
     null: Option<Arc<NullDataNode>>,
     hostport: String,
+    /// `--tls`: every (re)connect runs a TLS handshake.
+    tls: Option<Arc<super::tls::TargetTls>>,
     connect_timeout: Duration,
     /// `grpc-timeout`, as the Java client sends its deadline.
     grpc_timeout: String,
@@ -62,15 +64,23 @@ impl UnaryConnection {
         hostport: &str,
         connect_timeout: Duration,
         request_timeout: Duration,
+        tls: Option<Arc<super::tls::TargetTls>>,
     ) -> Result<Rc<Self>, String> {
         let millis = request_timeout.as_millis().clamp(1, 99_999_999);
         let grpc_timeout = format!("{millis}m");
-        let h2 =
-            http2::Connection::connect(hostport, hostport, PATH, &grpc_timeout, connect_timeout)
-                .await?;
+        let h2 = http2::Connection::connect_with(
+            hostport,
+            hostport,
+            PATH,
+            &grpc_timeout,
+            connect_timeout,
+            tls.as_deref(),
+        )
+        .await?;
         Ok(Rc::new(UnaryConnection {
             null: None,
             hostport: hostport.to_string(),
+            tls,
             connect_timeout,
             grpc_timeout,
             current: RefCell::new((0, Some(h2))),
@@ -83,6 +93,7 @@ impl UnaryConnection {
         Rc::new(UnaryConnection {
             null: Some(node),
             hostport: super::null::NAME.to_string(),
+            tls: None,
             connect_timeout: Duration::ZERO,
             grpc_timeout: String::new(),
             current: RefCell::new((0, None)),
@@ -113,12 +124,13 @@ impl UnaryClient {
         let _one_at_a_time = self.conn.reconnecting.lock().await;
         let current = self.conn.current.borrow().1.clone();
         if !current.is_some_and(|c| c.is_usable()) {
-            let fresh = http2::Connection::connect(
+            let fresh = http2::Connection::connect_with(
                 &self.conn.hostport,
                 &self.conn.hostport,
                 PATH,
                 &self.conn.grpc_timeout,
                 self.conn.connect_timeout,
+                self.conn.tls.as_deref(),
             )
             .await
             .map_err(|e| transport(format!("cannot reconnect to {}: {e}", self.conn.hostport)))?;

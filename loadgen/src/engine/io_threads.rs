@@ -232,11 +232,12 @@ impl ThreadPlan {
                 let mut list = Vec::new();
                 for c in mine {
                     let conn = match &self.target {
-                        connection::Endpoint::Uri(uri) => connection::connect_unary(
+                        connection::Endpoint::Uri(uri, tls) => connection::connect_unary(
                             uri,
                             1,
                             self.config.connect_timeout,
                             self.config.timeout,
+                            tls.as_ref(),
                         )
                         .await
                         .map_err(|e| e.to_string())?,
@@ -250,16 +251,17 @@ impl ThreadPlan {
             }
             Streams::Persistent { .. } => {
                 let mut list = Vec::new();
-                let connection::Endpoint::Uri(uri) = &self.target else {
+                let connection::Endpoint::Uri(uri, tls) = &self.target else {
                     return Err(format!(
                         "--stream-mode persistent needs a network target, not {}",
                         connection::null::NAME
                     ));
                 };
                 for c in mine {
-                    let conn = connection::connect(uri, 1, self.config.connect_timeout)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let conn =
+                        connection::connect(uri, 1, self.config.connect_timeout, tls.as_deref())
+                            .await
+                            .map_err(|e| e.to_string())?;
                     list.extend(conn.into_iter().map(|conn| (c, conn)));
                 }
                 Ok(Conns::Tonic(list))
