@@ -432,7 +432,8 @@ impl Metrics {
             .increment(1);
     }
 
-    /// A TLS handshake that failed (`reason`: `error` or `timeout`); rare, so registered on use.
+    /// A TLS handshake that failed (`reason`: `error`, `timeout`, or `over_limit`: refused because
+    /// `--max-connections` handshakes were in progress); rare, so registered on use.
     pub fn tls_handshake_failed(&self, reason: &'static str) {
         self.sim
             .register_counter(

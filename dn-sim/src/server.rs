@@ -212,8 +212,14 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 let failed: crate::tls::OnHandshakeFailure =
                     Arc::new(move |reason| d.metrics.tls_handshake_failed(reason));
                 Either::Right(
-                    crate::tls::handshakes(incoming, server_config, tls.handshake_timeout, failed)
-                        .map(count),
+                    crate::tls::handshakes(
+                        incoming,
+                        server_config,
+                        tls.handshake_timeout,
+                        config.connections.max_connections,
+                        failed,
+                    )
+                    .map(count),
                 )
             }
         }

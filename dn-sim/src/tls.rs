@@ -450,10 +450,15 @@ pub fn handshakes(
     mut incoming: TcpIncoming,
     config: Arc<ServerConfig>,
     timeout: Duration,
+    max_pending: usize,
     failed: OnHandshakeFailure,
 ) -> ReceiverStream<io::Result<ServerStream>> {
     let (tx, rx) = mpsc::channel(64);
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    // Handshakes in progress are bounded like connections (`--max-connections`): a flood of
+    // clients that connect and never finish costs at most that many sockets and TLS states for
+    // the handshake timeout; beyond it a new socket is closed at once.
+    let pending = Arc::new(tokio::sync::Semaphore::new(max_pending.max(1)));
     tokio::spawn(async move {
         loop {
             let tcp = tokio::select! {
@@ -469,8 +474,14 @@ pub fn handshakes(
                     }
                 },
             };
+            let Ok(permit) = Arc::clone(&pending).try_acquire_owned() else {
+                drop(tcp);
+                failed("over_limit");
+                continue;
+            };
             let (acceptor, tx, failed) = (acceptor.clone(), tx.clone(), Arc::clone(&failed));
             tokio::spawn(async move {
+                let _permit = permit;
                 let peer = tcp.peer_addr().ok();
                 match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {

@@ -249,6 +249,42 @@ async fn plain_text_and_stalled_clients_fail_alone() {
     server.shutdown().await;
 }
 
+/// Handshakes in progress are bounded by `--max-connections`: clients that connect and never
+/// speak occupy at most that many slots, a surplus socket is closed at once (and counted), and a
+/// slot frees when its handshake times out.
+#[tokio::test]
+async fn pending_handshakes_are_bounded_by_max_connections() {
+    let pki = TestPki::new();
+    let mut config = tls_server(&pki, false);
+    config.tls.as_mut().unwrap().handshake_timeout = Duration::from_secs(2);
+    config.connections.max_connections = 3;
+    let server = dn_sim::start(config).await.unwrap();
+    let addr = server.local_addr();
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        stalled.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The fourth is closed well before any handshake could time out.
+    let mut surplus = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_millis(1500), surplus.read(&mut byte))
+        .await
+        .expect("a surplus connection was kept while 3 handshakes were pending");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    let text = server.metrics().render_metrics(&server.dispatcher().pool);
+    assert!(
+        text.contains("dn_sim_tls_handshake_failures_total{reason=\"over_limit\"} 1"),
+        "{text}"
+    );
+    // Once the stalled handshakes time out, an honest client is served again.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let ok = health(addr, &pki.ca, None).await.unwrap();
+    assert!(ok.ends_with("SERVING"), "{ok}");
+    drop(stalled);
+    server.shutdown().await;
+}
+
 #[test]
 fn healthcheck_subcommand_speaks_tls() {
     let pki = TestPki::new();
