@@ -162,6 +162,12 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_CAPACITY", default_value = "1GB", value_parser = parse_size)]
     pub capacity: u64,
 
+    /// Memory budget for requests in flight: bytes received and not yet answered plus answers not
+    /// yet sent, all clients together (e.g. 1GB, 256MB). Beyond it new requests wait (their bytes
+    /// are not read); a single larger request is served alone.
+    #[arg(long, env = "DN_SIM_MAX_INFLIGHT_BYTES", default_value = "1GB", value_parser = parse_positive_size)]
+    pub max_inflight_bytes: u64,
+
     /// Verify the checksums of written chunks, as a DataNode with
     /// hdds.datanode.chunk.data.validation.check=true: a mismatch answers IO_EXCEPTION.
     #[arg(long, env = "DN_SIM_VERIFY_CHECKSUMS")]
@@ -314,6 +320,13 @@ fn parse_size(s: &str) -> Result<u64, String> {
     common::units::parse_size(s).map_err(|e| e.to_string())
 }
 
+fn parse_positive_size(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err("must be greater than zero".into()),
+        n => Ok(n),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     common::units::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -402,6 +415,7 @@ impl Args {
             },
             datanode_uuid: self.datanode_uuid.clone(),
             ozone_version: self.ozone_version,
+            max_inflight_bytes: self.max_inflight_bytes,
         };
         Ok((config, warning))
     }

@@ -400,15 +400,16 @@ fn chunk_bytes(resp: &Response) -> u64 {
         + resp.get_small_file.as_ref().map_or(0, |g| read(&g.data))
 }
 
-/// Response data a request asks for, charged to the egress limit before it is served.
-fn expected_response_bytes(req: &Request) -> u64 {
+/// Response data a request asks for, charged to the egress limit (and, up to the message limit,
+/// reserved in the in-flight budget) before it is served.
+pub(crate) fn expected_response_bytes(req: &Request) -> u64 {
     let echo = req
         .echo
         .as_ref()
         .and_then(|e| e.payload_size_resp)
         .unwrap_or(0)
         .max(0) as u64;
-    echo + req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len)
+    echo.saturating_add(req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len))
 }
 
 /// Chunk data bytes a request carries (WriteChunk, PutSmallFile).

@@ -63,6 +63,8 @@ pub struct Config {
     pub datanode_uuid: String,
     /// The Ozone release whose answers dn-sim gives where releases differ.
     pub ozone_version: crate::version::OzoneVersion,
+    /// Bytes of requests and answers in flight before new requests wait (`crate::inflight`).
+    pub max_inflight_bytes: u64,
 }
 
 /// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
@@ -89,6 +91,7 @@ impl Default for Config {
             limit_policy: LimitPolicy::default(),
             datanode_uuid: DEFAULT_DATANODE_UUID.to_string(),
             ozone_version: crate::version::OzoneVersion::default(),
+            max_inflight_bytes: crate::inflight::DEFAULT_MAX_INFLIGHT_BYTES,
         }
     }
 }
@@ -232,12 +235,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     ))
     .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
     .max_encoding_message_size(common::MAX_MESSAGE_SIZE);
+    let budget =
+        crate::inflight::InflightBudget::new(config.max_inflight_bytes, &dispatcher.metrics);
+    dispatcher.metrics.watch_inflight(Arc::clone(&budget));
     let (tx, rx) = oneshot::channel::<()>();
     let router = Server::builder()
         .initial_stream_window_size(Some(STREAM_WINDOW))
         .initial_connection_window_size(Some(CONNECTION_WINDOW))
         .max_frame_size(Some(MAX_FRAME_SIZE))
         .layer(ResetLayer)
+        .layer(crate::inflight::InflightLayer(budget))
         .add_service(crate::health::service().await)
         .add_service(service);
     let task = tokio::spawn(router.serve_with_incoming_shutdown(counted, async {
