@@ -168,6 +168,12 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_MAX_INFLIGHT_BYTES", default_value = "1GB", value_parser = parse_positive_size)]
     pub max_inflight_bytes: u64,
 
+    /// Block and container metadata the store may keep in memory (block entries, committed
+    /// BlockData, container metadata) before writes get DISK_OUT_OF_SPACE, for every --store.
+    /// Default: --capacity, at least 64MB.
+    #[arg(long, env = "DN_SIM_METADATA_CAPACITY", value_parser = parse_positive_size)]
+    pub metadata_capacity: Option<u64>,
+
     /// Verify the checksums of written chunks, as a DataNode with
     /// hdds.datanode.chunk.data.validation.check=true: a mismatch answers IO_EXCEPTION.
     #[arg(long, env = "DN_SIM_VERIFY_CHECKSUMS")]
@@ -416,6 +422,7 @@ impl Args {
             datanode_uuid: self.datanode_uuid.clone(),
             ozone_version: self.ozone_version,
             max_inflight_bytes: self.max_inflight_bytes,
+            metadata_capacity: self.metadata_capacity,
         };
         Ok((config, warning))
     }

@@ -65,6 +65,8 @@ pub struct Config {
     pub ozone_version: crate::version::OzoneVersion,
     /// Bytes of requests and answers in flight before new requests wait (`crate::inflight`).
     pub max_inflight_bytes: u64,
+    /// Bound of the store's metadata (`store::bounds`); `None`: `capacity`, at least 64 MiB.
+    pub metadata_capacity: Option<u64>,
 }
 
 /// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
@@ -92,6 +94,7 @@ impl Default for Config {
             datanode_uuid: DEFAULT_DATANODE_UUID.to_string(),
             ozone_version: crate::version::OzoneVersion::default(),
             max_inflight_bytes: crate::inflight::DEFAULT_MAX_INFLIGHT_BYTES,
+            metadata_capacity: None,
         }
     }
 }
@@ -173,6 +176,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         .then(crate::store::verify::default_verifier);
     let store = ContainerStore::new(config.store.clone(), config.capacity, verifier)
         .with_context(|| format!("cannot use --store {}", config.store))?;
+    if let Some(bytes) = config.metadata_capacity {
+        store.set_metadata_capacity(bytes);
+    }
     store.precreate(&config.containers);
     let dispatcher = Arc::new(Dispatcher::new(
         Arc::new(store),

@@ -4,6 +4,7 @@
 //! this file finds blocks, takes their locks and keeps the container's counters.
 
 use super::block::{At, Block, BlockState, PutBlock, no_such_block, read_piece_size};
+use super::bounds::{self, DecimalKey};
 use super::{Shared, StoreError, StoreResult, read, write};
 use crate::version::OzoneVersion;
 use bytes::Bytes;
@@ -12,7 +13,7 @@ use common::proto::{
     BlockData, ChecksumData, ChecksumType, ChunkInfo, ContainerDataProto, ContainerType,
     DatanodeBlockId, KeyValue, Result as OzoneResult,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -32,6 +33,12 @@ pub struct Container {
     replica_index: i32,
     /// Bytes this container reserved from the store's capacity (released on delete).
     held: AtomicU64,
+    /// Bytes this container charged to the store's metadata account (released on delete).
+    meta_held: AtomicU64,
+    /// What `metadata` costs (`bounds::key_value_cost` summed; changed under its write lock).
+    metadata_cost: AtomicU64,
+    /// The committed blocks in ListBlock's order, so a listing costs what it answers.
+    committed: RwLock<BTreeSet<DecimalKey>>,
     /// `ContainerData.metadata` (CreateContainer, UpdateContainer), sorted by key.
     metadata: RwLock<BTreeMap<String, String>>,
     blocks: RwLock<BTreeMap<i64, Arc<Block>>>,
@@ -59,6 +66,10 @@ impl Container {
             bcs_id: AtomicU64::new(0),
             replica_index,
             held: AtomicU64::new(0),
+            // The store charged the container itself when it made it.
+            meta_held: AtomicU64::new(bounds::CONTAINER_COST),
+            committed: RwLock::default(),
+            metadata_cost: AtomicU64::new(0),
             metadata: RwLock::default(),
             blocks: RwLock::default(),
             shared,
@@ -171,19 +182,63 @@ impl Container {
             };
             return Err(StoreError::new(OzoneResult::UnsupportedRequest, msg));
         }
+        self.add_metadata(metadata)
+    }
+
+    /// CreateContainer's metadata.
+    pub fn set_metadata(&self, metadata: &[KeyValue]) -> StoreResult<()> {
+        self.add_metadata(metadata)
+    }
+
+    /// Adds (or replaces) metadata entries, charging their growth to the metadata account:
+    /// DISK_OUT_OF_SPACE, and nothing changed, when it does not fit.
+    fn add_metadata(&self, metadata: &[KeyValue]) -> StoreResult<()> {
         let mut map = write(&self.metadata);
+        let mut added = 0u64;
+        let mut removed = 0u64;
+        for kv in metadata {
+            let value = kv.value.as_deref().unwrap_or_default();
+            match map.get(&kv.key) {
+                Some(old) => {
+                    added += value.len() as u64;
+                    removed += old.len() as u64;
+                }
+                None => added += bounds::key_value_cost(kv) as u64,
+            }
+        }
+        // Keys repeated within one request are charged once each: a little too much, never less.
+        let growth = added.saturating_sub(removed);
+        let cost = self.metadata_cost.load(Ordering::Acquire);
+        if cost + growth > bounds::MAX_CONTAINER_METADATA {
+            // ReadContainer answers all of it in one message.
+            return Err(StoreError::new(
+                OzoneResult::DiskOutOfSpace,
+                format!(
+                    "Container {}: {} more bytes of metadata would pass dn-sim's bound of {} \
+                     per container",
+                    self.id,
+                    growth,
+                    bounds::MAX_CONTAINER_METADATA
+                ),
+            ));
+        }
+        self.reserve_meta(growth)?;
+        self.metadata_cost.store(cost + growth, Ordering::Release);
         for kv in metadata {
             map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
         }
         Ok(())
     }
 
-    /// CreateContainer's metadata.
-    pub fn set_metadata(&self, metadata: &[KeyValue]) {
-        let mut map = write(&self.metadata);
-        for kv in metadata {
-            map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
-        }
+    fn reserve_meta(&self, n: u64) -> StoreResult<()> {
+        self.shared.reserve_meta(self.id, n)?;
+        self.meta_held.fetch_add(n, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn release_meta(&self, n: u64) {
+        self.shared.release_meta(n);
+        self.meta_held.fetch_sub(n, Ordering::AcqRel);
     }
 
     /// `KeyValueContainerData.toString()` (2.1+); dn-sim has no pipeline, so its origin names
@@ -220,6 +275,8 @@ impl Container {
     /// Frees the capacity this container holds (DeleteContainer).
     pub(super) fn release_all(&self) {
         self.shared.release(self.held.swap(0, Ordering::AcqRel));
+        self.shared
+            .release_meta(self.meta_held.swap(0, Ordering::AcqRel));
     }
 
     /// Whether a block's data was finalized by FinalizeBlock.
@@ -327,11 +384,17 @@ impl Container {
         read(&self.blocks).get(&local_id).cloned()
     }
 
-    fn block_or_insert(&self, local_id: i64) -> Arc<Block> {
+    /// The block, added (and charged to the metadata account) if absent.
+    fn block_or_insert(&self, local_id: i64) -> StoreResult<Arc<Block>> {
         if let Some(block) = self.block(local_id) {
-            return block;
+            return Ok(block);
         }
-        Arc::clone(write(&self.blocks).entry(local_id).or_default())
+        let mut blocks = write(&self.blocks);
+        if let Some(block) = blocks.get(&local_id) {
+            return Ok(Arc::clone(block));
+        }
+        self.reserve_meta(bounds::BLOCK_COST)?;
+        Ok(Arc::clone(blocks.entry(local_id).or_default()))
     }
 
     /// WriteChunk: verify checksums (with `--verify-checksums`), then write under the block's
@@ -343,7 +406,7 @@ impl Container {
         data: Bytes,
     ) -> StoreResult<()> {
         self.verify(chunk, &data)?;
-        let block = self.block_or_insert(block_id.local_id);
+        let block = self.block_or_insert(block_id.local_id)?;
         let mut state = block.write().await;
         self.write_locked(&mut state, block_id.local_id, chunk, data)
             .await
@@ -363,7 +426,7 @@ impl Container {
         put: StoreResult<PutBlock>,
     ) -> StoreResult<BlockData> {
         self.verify(chunk, &data)?;
-        let block = self.block_or_insert(block_id.local_id);
+        let block = self.block_or_insert(block_id.local_id)?;
         let mut state = block.write().await;
         self.write_locked(&mut state, block_id.local_id, chunk, data)
             .await?;
@@ -377,7 +440,7 @@ impl Container {
 
     /// PutBlock.
     pub async fn put_block(&self, put: PutBlock) -> StoreResult<BlockData> {
-        let block = self.block_or_insert(put.local_id());
+        let block = self.block_or_insert(put.local_id())?;
         let mut state = block.write().await;
         self.put_locked(&mut state, put)
     }
@@ -447,11 +510,26 @@ impl Container {
         let alignment = offset % bpc;
         let mut at = offset - alignment;
         let size = data.size.unwrap_or(0).max(0) as u64;
-        let required = (length + alignment)
+        let required = length
+            .saturating_add(alignment)
             .div_ceil(bpc)
             .saturating_mul(bpc)
             .min(size.saturating_sub(at));
         let file_len = state.len();
+        // dn-sim answers one message where the DataNode streams pieces: bound it, its pieces and
+        // its checksums before reading anything.
+        let answered = required.min(file_len.saturating_sub(at));
+        if answered > bounds::MAX_ANSWER_BYTES {
+            return Err(bounds::oversize(
+                "bytes",
+                bounds::MAX_ANSWER_BYTES,
+                answered,
+            ));
+        }
+        bounds::check_pieces(answered, piece_size)?;
+        if !none {
+            bounds::check_pieces(answered, bpc)?;
+        }
         let mut total = 0;
         let mut out = Vec::new();
         let addr = self.at(id.local_id);
@@ -489,6 +567,19 @@ impl Container {
             total += n;
         }
         Ok(out)
+    }
+
+    /// The memory a copy of the block's committed `BlockData` takes (`bounds::block_data_cost`;
+    /// 0 when nothing was put): what a GetBlock, FinalizeBlock or GetSmallFile answer clones.
+    pub async fn committed_cost(&self, local_id: i64) -> u64 {
+        match self.block(local_id) {
+            Some(block) => block
+                .read()
+                .await
+                .committed_data()
+                .map_or(0, bounds::block_data_cost),
+            None => 0,
+        }
     }
 
     /// GetCommittedBlockLength: the stored `size`, NO_SUCH_BLOCK when nothing was put.
@@ -539,6 +630,24 @@ impl Container {
         let state = block.read().await;
         let data = state.committed(id)?;
         let at = self.at(id.local_id);
+        // The whole answer is bounded before any chunk is read: its bytes and its buffers.
+        let mut total = 0u64;
+        let mut pieces = 0u64;
+        for chunk in &data.chunks {
+            total = total.saturating_add(chunk.len);
+            let piece = read_piece_size(&chunk.checksum_data, chunk.len, v1);
+            pieces += chunk.len.div_ceil(piece.max(1)).max(1);
+        }
+        if total > bounds::MAX_ANSWER_BYTES {
+            return Err(bounds::oversize("bytes", bounds::MAX_ANSWER_BYTES, total));
+        }
+        if pieces > bounds::MAX_ANSWER_PIECES {
+            return Err(bounds::oversize(
+                "buffers",
+                bounds::MAX_ANSWER_PIECES,
+                pieces,
+            ));
+        }
         let mut buffers = Vec::with_capacity(data.chunks.len());
         for chunk in &data.chunks {
             let piece = read_piece_size(&chunk.checksum_data, chunk.len, v1);
@@ -569,32 +678,52 @@ impl Container {
                 ));
             }
         };
-        let candidates: Vec<(i64, Arc<Block>)> = read(&self.blocks)
-            .iter()
-            .map(|(id, b)| (*id, Arc::clone(b)))
-            .collect();
-        let mut committed = Vec::new();
-        for (id, block) in candidates {
-            if let Some(data) = block.read().await.committed_data() {
-                committed.push((id.to_string(), data.clone()));
+        let mut out = Vec::new();
+        let mut answer = 0u64;
+        let mut after: Option<DecimalKey> = None;
+        // In batches, so that neither the index's lock nor a list of IDs spans the whole
+        // container; only what the answer holds is cloned, and never past the message limit.
+        const BATCH: usize = 1024;
+        loop {
+            let ids: Vec<i64> = {
+                let committed = read(&self.committed);
+                let from = match (after, start) {
+                    (Some(last), _) => committed
+                        .range((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded)),
+                    (None, -1) => committed.range(..),
+                    (None, start) if committed.contains(&DecimalKey(start)) => {
+                        committed.range(DecimalKey(start)..)
+                    }
+                    (None, _) => return Ok(Vec::new()),
+                };
+                from.take(BATCH.min(count - out.len()))
+                    .map(|k| k.0)
+                    .collect()
+            };
+            let Some(&last) = ids.last() else {
+                return Ok(out);
+            };
+            after = Some(DecimalKey(last));
+            for id in ids {
+                let Some(block) = self.block(id) else {
+                    continue;
+                };
+                if let Some(data) = block.read().await.committed_data() {
+                    answer += prost::Message::encoded_len(data) as u64 + 5;
+                    if answer > bounds::MAX_ANSWER_BYTES {
+                        return Err(bounds::oversize(
+                            "bytes of block list",
+                            bounds::MAX_ANSWER_BYTES,
+                            answer,
+                        ));
+                    }
+                    out.push(data.clone());
+                }
+            }
+            if out.len() >= count {
+                return Ok(out);
             }
         }
-        committed.sort_by(|a, b| a.0.cmp(&b.0));
-        let from = if start == -1 {
-            0
-        } else {
-            let key = start.to_string();
-            match committed.iter().position(|(k, _)| *k == key) {
-                Some(i) => i,
-                None => return Ok(Vec::new()),
-            }
-        };
-        Ok(committed
-            .into_iter()
-            .skip(from)
-            .take(count)
-            .map(|(_, d)| d)
-            .collect())
     }
 
     /// FinalizeBlock: the container must be open and the block committed with its data present;
@@ -654,9 +783,23 @@ impl Container {
     }
 
     /// A PutBlock under the block's lock, counted in `blockCount` the first time.
+    /// The BlockData's memory is charged to the metadata account (its growth over the one it
+    /// replaces); DISK_OUT_OF_SPACE when it does not fit.
     fn put_locked(&self, state: &mut BlockState, put: PutBlock) -> StoreResult<BlockData> {
-        let (block, first) = state.put(&self.at(put.local_id()), put)?;
+        let old = state.committed_data().map_or(0, bounds::block_data_cost);
+        let new = bounds::block_data_cost(put.block());
+        self.reserve_meta(new.saturating_sub(old))?;
+        let local_id = put.local_id();
+        let (block, first) = match state.put(&self.at(local_id), put) {
+            Ok(done) => done,
+            Err(e) => {
+                self.release_meta(new.saturating_sub(old));
+                return Err(e);
+            }
+        };
+        self.release_meta(old.saturating_sub(new));
         if first {
+            write(&self.committed).insert(DecimalKey(local_id));
             self.block_count.fetch_add(1, Ordering::AcqRel);
         }
         Ok(block)
