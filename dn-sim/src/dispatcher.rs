@@ -90,6 +90,11 @@ impl Dispatcher {
         }
     }
 
+    /// The container store the handlers serve from.
+    pub fn store(&self) -> &Arc<ContainerStore> {
+        self.keyvalue.store()
+    }
+
     /// Handles one request the way the simulated DataNode does, with its service limits, pool,
     /// delays and faults. `ops_taken`: the stream's early limit check already charged this request.
     pub async fn dispatch(&self, req: Request, rng: &mut SmallRng, ops_taken: bool) -> Outcome {

@@ -95,12 +95,28 @@ impl XceiverClientProtocolService for XceiverService {
                         Err(version.parse_failure_status())
                     }
                     Ok(Some(req)) => {
-                        if let Some(b) = &budget {
-                            // Larger asks are refused without being built.
-                            let answer = crate::dispatcher::expected_response_bytes(&req)
-                                .min(common::MAX_MESSAGE_SIZE as u64);
-                            b.reserve(answer).await;
-                        }
+                        let req = match &budget {
+                            Some(b) => {
+                                let (req, compacted) =
+                                    crate::inflight::compact(req, b.last_message_len());
+                                if let Some(kept) = compacted {
+                                    // The stream holds only this request's prefix and bytes now.
+                                    b.release_all();
+                                    b.charge(kept + 5);
+                                }
+                                b.charge(crate::inflight::decoded_extra(&req));
+                                let answer = crate::inflight::expected_answer(&open.0, &req).await;
+                                if let Err(status) = b.reserve(answer).await {
+                                    b.release_all();
+                                    return Some((
+                                        Err(status),
+                                        ((inbound, budget), open, rng, true, false, answered),
+                                    ));
+                                }
+                                req
+                            }
+                            None => req,
+                        };
                         let outcome = open.0.dispatch(req, &mut rng, charged).await;
                         // The request is done: its bytes go, the answer's come.
                         if let Some(b) = &budget {
