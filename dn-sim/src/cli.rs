@@ -163,8 +163,9 @@ pub struct Args {
     pub capacity: u64,
 
     /// Memory budget for requests in flight: bytes received and not yet answered plus answers not
-    /// yet sent, all clients together (e.g. 1GB, 256MB). Beyond it new requests wait (their bytes
-    /// are not read); a single larger request is served alone.
+    /// yet sent, all clients together (e.g. 1GB, 256MB). Beyond it a new request is refused with
+    /// RESOURCE_EXHAUSTED before its body is read, and an answer waits up to 5s for room; a single
+    /// larger request is served when nothing else is in flight.
     #[arg(long, env = "DN_SIM_MAX_INFLIGHT_BYTES", default_value = "1GB", value_parser = parse_positive_size)]
     pub max_inflight_bytes: u64,
 
@@ -453,6 +454,24 @@ mod tests {
         Cli::try_parse_from(argv)
             .map(Cli::into_command)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn budgets_are_positive_sizes() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.max_inflight_bytes, 1 << 30);
+        assert_eq!(c.metadata_capacity, None);
+        let c = config(&["--max-inflight-bytes", "64MB", "--metadata-capacity", "2MB"]).unwrap();
+        assert_eq!(
+            (c.max_inflight_bytes, c.metadata_capacity),
+            (64 << 20, Some(2 << 20))
+        );
+        for flag in ["--max-inflight-bytes", "--metadata-capacity"] {
+            for bad in ["0", "lots"] {
+                let e = config(&[flag, bad]).unwrap_err();
+                assert!(e.contains(flag), "{e}");
+            }
+        }
     }
 
     #[test]
