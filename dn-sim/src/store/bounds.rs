@@ -151,6 +151,38 @@ mod tests {
     use super::*;
     use common::proto::{ChecksumData, ChunkInfo};
 
+    #[tokio::test]
+    async fn metadata_is_charged_bounded_and_released() {
+        use super::super::{ContainerStore, StoreKind};
+        let s = ContainerStore::new(StoreKind::Discard, 1 << 30, None).unwrap();
+        assert_eq!(s.metadata_capacity(), 1 << 30);
+        s.set_metadata_capacity(8 * CONTAINER_COST);
+        // The operator's containers are free; a request's cost CONTAINER_COST each.
+        s.precreate(&"1-100".parse().unwrap());
+        assert_eq!(s.metadata_used(), 0);
+        let mut made = 0;
+        let e = loop {
+            match s.try_get_or_create_replica(1000 + made, 0) {
+                Ok(_) => made += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(made, 8);
+        assert_eq!(e.result, OzoneResult::DiskOutOfSpace);
+        assert_eq!(s.metadata_used(), 8 * CONTAINER_COST);
+        // A block entry and a BlockData do not fit either, in an operator's container.
+        let c = s.lookup(1).unwrap();
+        let put = super::super::PutBlock::new(BlockData::default(), false).unwrap();
+        assert_eq!(
+            c.put_block(put).await.unwrap_err().result,
+            OzoneResult::DiskOutOfSpace
+        );
+        assert!(s.remove(1000));
+        assert!(s.remove(1));
+        assert_eq!(s.metadata_used(), 7 * CONTAINER_COST);
+        assert!(s.try_get_or_create_replica(2000, 0).is_ok());
+    }
+
     #[test]
     fn decimal_keys_sort_as_their_text() {
         let ids = [

@@ -57,7 +57,14 @@ impl std::fmt::Debug for Container {
 }
 
 impl Container {
-    pub(super) fn new(id: i64, state: State, replica_index: i32, shared: Arc<Shared>) -> Self {
+    /// `charged`: what the store charged the metadata account for the container itself.
+    pub(super) fn new(
+        id: i64,
+        state: State,
+        replica_index: i32,
+        shared: Arc<Shared>,
+        charged: u64,
+    ) -> Self {
         Self {
             id,
             state: AtomicI32::new(state as i32),
@@ -66,8 +73,7 @@ impl Container {
             bcs_id: AtomicU64::new(0),
             replica_index,
             held: AtomicU64::new(0),
-            // The store charged the container itself when it made it.
-            meta_held: AtomicU64::new(bounds::CONTAINER_COST),
+            meta_held: AtomicU64::new(charged),
             committed: RwLock::default(),
             metadata_cost: AtomicU64::new(0),
             metadata: RwLock::default(),

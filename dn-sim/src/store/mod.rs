@@ -229,11 +229,6 @@ impl Shared {
             })
     }
 
-    /// Charges metadata that must exist whatever the account says (pre-created containers).
-    fn force_meta(&self, n: u64) {
-        self.meta_used.fetch_add(n, Ordering::AcqRel);
-    }
-
     fn release_meta(&self, n: u64) {
         if n > 0 {
             self.meta_used.fetch_sub(n, Ordering::AcqRel);
@@ -389,6 +384,7 @@ impl ContainerStore {
             state,
             replica_index,
             Arc::clone(&self.shared),
+            bounds::CONTAINER_COST,
         ));
         shard.insert(id, Arc::clone(&container));
         Ok(container)
@@ -402,19 +398,20 @@ impl ContainerStore {
 
     /// [`ContainerStore::get_or_create`] with the `replicaIndex` a new container gets (the
     /// auto-create takes it from the request's blockID).
-    /// The container is charged to the metadata account even when it is full.
+    /// Not charged to the metadata account: the operator's `--containers`, not a request, asks
+    /// for these (requests create through [`ContainerStore::try_get_or_create_replica`]).
     pub fn get_or_create_replica(&self, id: i64, replica_index: i32) -> Arc<Container> {
         if let Some(c) = self.get(id) {
             return c;
         }
         let mut shard = write(self.shard(id));
         Arc::clone(shard.entry(id).or_insert_with(|| {
-            self.shared.force_meta(bounds::CONTAINER_COST);
             Arc::new(Container::new(
                 id,
                 State::Open,
                 replica_index,
                 Arc::clone(&self.shared),
+                0,
             ))
         }))
     }
