@@ -38,9 +38,15 @@
 //! Waiting answers are not served in FIFO order: a release wakes every waiter and the first to
 //! fit wins.
 //!
+//! Once a request is decoded, the service also charges what its BlockData takes in memory beyond
+//! its wire bytes ([`decoded_extra`]), and re-encodes a request made mostly of unknown fields
+//! ([`compact`]) so that what the store keeps of it pins no larger buffer.
+//!
 //! The hot path is atomics only: a reservation is one compare-and-swap loop on the shared counter,
-//! a release one subtraction; the waiters' `Notify` (which has a lock) is touched only when a
-//! request had to wait.
+//! a release one subtraction; the waiters' `Notify` (which has a lock) is touched only when an
+//! answer had to wait. Allocations: a [`StreamCharge`] and a boxed response future per stream
+//! (tonic and hyper allocate several per stream already), and one small owner per answer frame
+//! over [`SMALL_COST`].
 
 use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
@@ -240,12 +246,11 @@ impl StreamCharge {
         self.held.load(Ordering::Acquire)
     }
 
-    /// Reserves `n` bytes, waiting for room (`waiting` keeps the wake-up between polls). With
-    /// `own_as_room`, what the stream holds counts as room (see [`StreamCharge::reserve`]).
+    /// Reserves `n` bytes, waiting for room (`waiting` keeps the wake-up between polls); what
+    /// the stream holds counts as room (see [`StreamCharge::reserve`]).
     fn poll_reserve(
         &self,
         n: u64,
-        own_as_room: bool,
         waiting: &mut Option<Waiting>,
         cx: &mut Context<'_>,
     ) -> Poll<()> {
@@ -255,8 +260,7 @@ impl StreamCharge {
                 w.notified.as_mut().enable();
             }
             let own = self.held();
-            let extra = if own_as_room { own } else { 0 };
-            if n == 0 || self.budget.try_take(n, own, extra) {
+            if n == 0 || self.budget.try_take(n, own, own) {
                 self.held.fetch_add(n, Ordering::AcqRel);
                 *waiting = None;
                 return Poll::Ready(());
@@ -286,7 +290,7 @@ impl StreamCharge {
     /// other.
     pub async fn reserve(&self, n: u64) -> Result<(), tonic::Status> {
         let mut waiting = None;
-        let wait = std::future::poll_fn(|cx| self.poll_reserve(n, true, &mut waiting, cx));
+        let wait = std::future::poll_fn(|cx| self.poll_reserve(n, &mut waiting, cx));
         match tokio::time::timeout(ANSWER_WAIT, wait).await {
             Ok(()) => Ok(()),
             Err(_) => {
