@@ -342,7 +342,8 @@ impl Drop for StreamCharge {
 /// The answer bytes a request will make dn-sim build, reserved before it is served (at most the
 /// message limit: larger answers are refused unbuilt): Echo's `payloadSizeResp`, ReadChunk's
 /// `len`, ReadBlock's `length`; GetSmallFile's committed block size and, with GetBlock and
-/// FinalizeBlock, the memory of the committed `BlockData` it copies; the whole message limit for
+/// FinalizeBlock, the memory of the committed `BlockData` it copies; ReadContainer's metadata
+/// entries (at most `store::bounds::MAX_CONTAINER_METADATA`); the whole message limit for
 /// ListBlock and GetContainerChecksumInfo, whose size is known only once built. 0 for the rest,
 /// whose answers are small and charged once built.
 pub async fn expected_answer(dispatcher: &crate::dispatcher::Dispatcher, req: &Request) -> u64 {
@@ -353,6 +354,11 @@ pub async fn expected_answer(dispatcher: &crate::dispatcher::Dispatcher, req: &R
     }
     if req.list_block.is_some() || req.get_container_checksum_info.is_some() {
         bytes = max;
+    }
+    if req.read_container.is_some()
+        && let Some(container) = dispatcher.store().get(req.container_id)
+    {
+        bytes = bytes.saturating_add(container.metadata_cost());
     }
     let block = req
         .get_block

@@ -3,9 +3,10 @@
 //! honest client on its own connection keeps getting Echo answers, each within 2 s.
 //!
 //! The bounds are what `ARCHITECTURE.md` ("Bounded resources") states each class may cost:
-//! - answers nobody reads (Echo `payloadSizeResp`, ReadChunk `len`): the in-flight budget
-//!   (`--max-inflight-bytes 64MB` here) plus one answer plus the small allowance, ×2 for the
-//!   copies made while encoding: growth under 200 MiB where 32 streams would otherwise hold 1 GiB;
+//! - answers nobody reads (Echo `payloadSizeResp`, ReadChunk `len`, ReadContainer's metadata):
+//!   the in-flight budget (`--max-inflight-bytes 64MB` here) plus one answer plus the small
+//!   allowance, ×2 for the copies made while encoding: growth under 200 MiB where 32 streams
+//!   would otherwise hold 0.5–1 GiB (918 MiB peak measured for Echo without the budget);
 //! - large requests from many streams: refused (RESOURCE_EXHAUSTED) beyond the budget
 //!   (`--max-inflight-bytes 32MB` here) before their bodies are read; the budget plus what HTTP/2
 //!   buffers per connection (its 32 MiB window) plus what glibc keeps of freed receive buffers in
@@ -660,6 +661,41 @@ async fn stored_chunks_do_not_pin_the_unknown_fields_around_them() {
         160.0,
         "40 WriteChunks with 8 MiB of unknown fields",
     );
+    probe.finish().await;
+    assert_drained(&p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn read_container_answers_nobody_reads_are_bounded_by_the_budget() {
+    use common::proto::{CreateContainerRequestProto, KeyValue, ReadContainerRequestProto};
+    let _serial = SERIAL.lock().await;
+    let (p, _) = spawn_warm(&["--max-inflight-bytes", "64MB"]).await;
+    let mut client = connect(p.addr).await;
+    // 15 MiB of container metadata, under the 16 MiB a container may keep.
+    let mut create = req(Type::CreateContainer);
+    create.container_id = 7;
+    create.create_container = Some(CreateContainerRequestProto {
+        metadata: (0..15)
+            .map(|i| KeyValue {
+                key: format!("k{i}"),
+                value: Some("v".repeat(MIB)),
+            })
+            .collect(),
+        ..Default::default()
+    });
+    expect(&mut client, create, OzoneResult::Success).await;
+    let baseline = p.rss_mib();
+    p.reset_peak();
+    let probe = Probe::start(p.addr).await;
+    // 32 unread ReadContainers, each a 15 MiB copy: 480 MiB without the budget.
+    let read = || {
+        let mut r = req(Type::ReadContainer);
+        r.container_id = 7;
+        r.read_container = Some(ReadContainerRequestProto {});
+        r
+    };
+    unread_answers(&p, 8, 4, |_| read(), Duration::from_secs(3)).await;
+    assert_growth(&p, baseline, 200.0, "32 unread 15 MiB ReadContainers");
     probe.finish().await;
     assert_drained(&p).await;
 }

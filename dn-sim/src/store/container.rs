@@ -575,6 +575,12 @@ impl Container {
         Ok(out)
     }
 
+    /// What the container's metadata entries take (`bounds::key_value_cost` summed): what a
+    /// ReadContainer answer copies.
+    pub fn metadata_cost(&self) -> u64 {
+        self.metadata_cost.load(Ordering::Acquire)
+    }
+
     /// The memory a copy of the block's committed `BlockData` takes (`bounds::block_data_cost`;
     /// 0 when nothing was put): what a GetBlock, FinalizeBlock or GetSmallFile answer clones.
     pub async fn committed_cost(&self, local_id: i64) -> u64 {
