@@ -63,7 +63,7 @@ pub struct Config {
     pub datanode_uuid: String,
     /// The Ozone release whose answers dn-sim gives where releases differ.
     pub ozone_version: crate::version::OzoneVersion,
-    /// Bytes of requests and answers in flight before new requests wait (`crate::inflight`).
+    /// Bytes of requests and answers in flight before new requests are refused (`crate::inflight`).
     pub max_inflight_bytes: u64,
     /// Bound of the store's metadata (`store::bounds`); `None`: `capacity`, at least 64 MiB.
     pub metadata_capacity: Option<u64>,
