@@ -170,6 +170,19 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_CAPACITY", default_value = "1GB", value_parser = parse_size)]
     pub capacity: u64,
 
+    /// Memory budget for requests in flight: bytes received and not yet answered plus answers not
+    /// yet sent, all clients together (e.g. 1GB, 256MB). Beyond it a new request is refused with
+    /// RESOURCE_EXHAUSTED before its body is read, and an answer waits up to 5s for room; a single
+    /// larger request is served when nothing else is in flight.
+    #[arg(long, env = "DN_SIM_MAX_INFLIGHT_BYTES", default_value = "1GB", value_parser = parse_positive_size)]
+    pub max_inflight_bytes: u64,
+
+    /// Block and container metadata the store may keep in memory (block entries, committed
+    /// BlockData, container metadata) before writes get DISK_OUT_OF_SPACE, for every --store.
+    /// Default: --capacity, at least 64MB.
+    #[arg(long, env = "DN_SIM_METADATA_CAPACITY", value_parser = parse_positive_size)]
+    pub metadata_capacity: Option<u64>,
+
     /// Verify the checksums of written chunks, as a DataNode with
     /// hdds.datanode.chunk.data.validation.check=true: a mismatch answers IO_EXCEPTION.
     #[arg(long, env = "DN_SIM_VERIFY_CHECKSUMS")]
@@ -362,6 +375,13 @@ fn parse_size(s: &str) -> Result<u64, String> {
     common::units::parse_size(s).map_err(|e| e.to_string())
 }
 
+fn parse_positive_size(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err("must be greater than zero".into()),
+        n => Ok(n),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     common::units::parse_duration(s).map_err(|e| e.to_string())
 }
@@ -450,6 +470,8 @@ impl Args {
             ozone_version: self.ozone_version,
             connections: self.connections.limits(),
             tls,
+            max_inflight_bytes: self.max_inflight_bytes,
+            metadata_capacity: self.metadata_capacity,
         };
         Ok((config, warning))
     }
@@ -515,6 +537,24 @@ mod tests {
         Cli::try_parse_from(argv)
             .map(Cli::into_command)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn budgets_are_positive_sizes() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.max_inflight_bytes, 1 << 30);
+        assert_eq!(c.metadata_capacity, None);
+        let c = config(&["--max-inflight-bytes", "64MB", "--metadata-capacity", "2MB"]).unwrap();
+        assert_eq!(
+            (c.max_inflight_bytes, c.metadata_capacity),
+            (64 << 20, Some(2 << 20))
+        );
+        for flag in ["--max-inflight-bytes", "--metadata-capacity"] {
+            for bad in ["0", "lots"] {
+                let e = config(&[flag, bad]).unwrap_err();
+                assert!(e.contains(flag), "{e}");
+            }
+        }
     }
 
     #[test]

@@ -82,6 +82,11 @@ impl Dispatcher {
         }
     }
 
+    /// The container store the handlers serve from.
+    pub fn store(&self) -> &Arc<ContainerStore> {
+        self.keyvalue.store()
+    }
+
     /// Handles one request the way the simulated DataNode does, with its service limits, pool,
     /// delays and faults. `ops_taken`: the stream's early limit check already charged this request.
     pub async fn dispatch(&self, req: Request, rng: &mut SmallRng, ops_taken: bool) -> Outcome {
@@ -391,15 +396,16 @@ fn chunk_bytes(resp: &Response) -> u64 {
         + resp.get_small_file.as_ref().map_or(0, |g| read(&g.data))
 }
 
-/// Response data a request asks for, charged to the egress limit before it is served.
-fn expected_response_bytes(req: &Request) -> u64 {
+/// Response data a request asks for, charged to the egress limit (and, up to the message limit,
+/// reserved in the in-flight budget) before it is served.
+pub(crate) fn expected_response_bytes(req: &Request) -> u64 {
     let echo = req
         .echo
         .as_ref()
         .and_then(|e| e.payload_size_resp)
         .unwrap_or(0)
         .max(0) as u64;
-    echo + req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len)
+    echo.saturating_add(req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len))
 }
 
 /// Chunk data bytes a request carries (WriteChunk, PutSmallFile).

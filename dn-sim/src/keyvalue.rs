@@ -193,9 +193,8 @@ impl KeyValueHandler {
                 format!("ContainerID {} creation failed", req.container_id),
             ));
         }
-        Ok(self
-            .store
-            .get_or_create_replica(req.container_id, replica_index))
+        self.store
+            .try_get_or_create_replica(req.container_id, replica_index)
     }
 
     /// CreateContainer: OPEN (or the requested `state`), with `replicaIndex` and `metadata`;
@@ -231,10 +230,14 @@ impl KeyValueHandler {
             .store
             .create_replica(req.container_id, state, replica_index);
         match result {
-            Ok(c) => {
-                c.set_metadata(&create.metadata);
-                Ok(success(req))
-            }
+            Ok(c) => match c.set_metadata(&create.metadata) {
+                Ok(()) => Ok(success(req)),
+                Err(e) => {
+                    // Metadata over the account: no container is left behind.
+                    self.store.remove(c.id());
+                    Ok(fail(req, e))
+                }
+            },
             // Created by a concurrent request in between.
             Err(e) => Ok(fail(req, e)),
         }
@@ -293,10 +296,10 @@ impl KeyValueHandler {
         if let Err(e) = c.check_checksum_info() {
             return fail(req, e);
         }
-        let blocks = c
-            .list_blocks(None, i32::MAX as u32)
-            .await
-            .unwrap_or_default();
+        let blocks = match c.list_blocks(None, i32::MAX as u32).await {
+            Ok(blocks) => blocks,
+            Err(e) => return fail(req, e),
+        };
         let mut blocks: Vec<BlockMerkleTree> = blocks
             .into_iter()
             .map(|b| BlockMerkleTree {

@@ -25,6 +25,7 @@ pub mod disk;
 pub mod dispatcher;
 pub mod fault;
 pub mod health;
+pub mod inflight;
 pub mod keyvalue;
 pub mod limits;
 pub mod metrics;

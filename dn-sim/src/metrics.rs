@@ -169,6 +169,8 @@ pub struct Metrics {
     /// (count, total_ns) per type at the previous scrape, for `_avg_time` over the last interval as
     /// Hadoop's MutableRate reports it (0.0 for an interval without samples).
     previous: Mutex<Vec<(u64, u64)>>,
+    /// The in-flight budget whose gauge is refreshed on scrape (`crate::inflight`).
+    inflight: std::sync::OnceLock<std::sync::Arc<crate::inflight::InflightBudget>>,
 }
 
 fn key(name: &str, labels: &[(&str, String)]) -> Key {
@@ -325,6 +327,7 @@ impl Metrics {
             process_fds: sim.register_gauge(&key("process_open_fds", &[]), &META),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
             connection_metrics: crate::connections::ConnectionMetrics::register(&sim),
+            inflight: std::sync::OnceLock::new(),
             types,
             faults: LazyCounters::new(FAULT_SLOTS),
             rejections: LazyCounters::new(REJECT_REASONS.len()),
@@ -454,6 +457,16 @@ impl Metrics {
         self.connections_open.decrement(1.0);
     }
 
+    /// The recorder of `/metrics`, for modules that register their own series.
+    pub fn recorder(&self) -> &PrometheusRecorder {
+        &self.sim
+    }
+
+    /// Reports this in-flight budget's gauge on every scrape.
+    pub fn watch_inflight(&self, budget: std::sync::Arc<crate::inflight::InflightBudget>) {
+        let _ = self.inflight.set(budget);
+    }
+
     pub fn stream_opened(&self) {
         self.streams_open.increment(1.0);
     }
@@ -472,6 +485,9 @@ impl Metrics {
         self.handlers_busy.set(pool.busy() as f64);
         self.handlers_total.set(pool.size() as f64);
         self.queue_depth.set(pool.queued() as f64);
+        if let Some(budget) = self.inflight.get() {
+            budget.refresh();
+        }
         if let Some(p) = ProcessStats::read() {
             self.process_cpu.absolute(p.cpu_seconds as u64);
             self.process_rss.set(p.resident_bytes as f64);

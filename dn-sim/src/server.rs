@@ -70,6 +70,10 @@ pub struct Config {
     pub connections: crate::connections::ConnectionLimits,
     /// TLS on the client port (`--tls-cert`); `None` = plain text.
     pub tls: Option<crate::tls::ServerTls>,
+    /// Bytes of requests and answers in flight before new requests are refused (`crate::inflight`).
+    pub max_inflight_bytes: u64,
+    /// Bound of the store's metadata (`store::bounds`); `None`: `capacity`, at least 64 MiB.
+    pub metadata_capacity: Option<u64>,
 }
 
 /// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
@@ -99,6 +103,8 @@ impl Default for Config {
             ozone_version: crate::version::OzoneVersion::default(),
             connections: Default::default(),
             tls: None,
+            max_inflight_bytes: crate::inflight::DEFAULT_MAX_INFLIGHT_BYTES,
+            metadata_capacity: None,
         }
     }
 }
@@ -180,6 +186,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         .then(crate::store::verify::default_verifier);
     let store = ContainerStore::open(config.store.clone(), config.capacity, verifier, config.sync)
         .with_context(|| format!("cannot use --store {}", config.store))?;
+    if let Some(bytes) = config.metadata_capacity {
+        store.set_metadata_capacity(bytes);
+    }
     store.precreate(&config.containers);
     let dispatcher = Arc::new(Dispatcher::new(
         Arc::new(store),
@@ -269,12 +278,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     ))
     .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
     .max_encoding_message_size(common::MAX_MESSAGE_SIZE);
+    let budget =
+        crate::inflight::InflightBudget::new(config.max_inflight_bytes, &dispatcher.metrics);
+    dispatcher.metrics.watch_inflight(Arc::clone(&budget));
     let (tx, rx) = oneshot::channel::<()>();
     let router = crate::connections::http2_limits(Server::builder(), &config.connections)
         .initial_stream_window_size(Some(STREAM_WINDOW))
         .initial_connection_window_size(Some(CONNECTION_WINDOW))
         .max_frame_size(Some(MAX_FRAME_SIZE))
         .layer(ResetLayer)
+        .layer(crate::inflight::InflightLayer(budget))
         .add_service(crate::health::service().await)
         .add_service(service);
     let task = tokio::spawn(router.serve_with_incoming_shutdown(counted, async {

@@ -8,6 +8,7 @@ use crate::version::OzoneVersion;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolService;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 use futures_util::Stream;
+use prost::Message;
 use std::pin::Pin;
 use std::sync::Arc;
 use tonic::{Code, Request, Response, Status, Streaming};
@@ -60,8 +61,13 @@ impl XceiverClientProtocolService for XceiverService {
         // draws its delays and faults from its own seeded generator. `answered`: a response went
         // out on this stream (grpc-java has then sent the headers).
         // With an early check, the stream's first request has been charged its ops token.
+        // The stream's share of the in-flight budget (`crate::inflight`), when the server has one.
+        let budget = request
+            .extensions()
+            .get::<Arc<crate::inflight::StreamCharge>>()
+            .cloned();
         let state = (
-            request.into_inner(),
+            (request.into_inner(), budget),
             open,
             self.rngs.for_stream(),
             false,
@@ -70,7 +76,11 @@ impl XceiverClientProtocolService for XceiverService {
         );
         let responses = futures_util::stream::unfold(
             state,
-            |(mut inbound, open, mut rng, ended, charged, answered)| async move {
+            |((mut inbound, budget), open, mut rng, ended, charged, answered)| async move {
+                // Polled again: the previous answer is out (or all but h2's send buffer of it).
+                if let Some(b) = &budget {
+                    b.release_all();
+                }
                 if ended {
                     return None;
                 }
@@ -84,18 +94,50 @@ impl XceiverClientProtocolService for XceiverService {
                         );
                         Err(version.parse_failure_status())
                     }
-                    Ok(Some(req)) => match open.0.dispatch(req, &mut rng, charged).await {
-                        Outcome::Answer(resp) => Ok(resp),
-                        Outcome::Fail(status) => Err(status),
-                        Outcome::Reset => Err(crate::reset::reset_status()),
-                        Outcome::Drop => std::future::pending().await,
-                    },
+                    Ok(Some(req)) => {
+                        let req = match &budget {
+                            Some(b) => {
+                                let (req, compacted) =
+                                    crate::inflight::compact(req, b.last_message_len());
+                                if let Some(kept) = compacted {
+                                    // The stream holds only this request's prefix and bytes now.
+                                    b.release_all();
+                                    b.charge(kept + 5);
+                                }
+                                b.charge(crate::inflight::decoded_extra(&req));
+                                let answer = crate::inflight::expected_answer(&open.0, &req).await;
+                                if let Err(status) = b.reserve(answer).await {
+                                    b.release_all();
+                                    return Some((
+                                        Err(status),
+                                        ((inbound, budget), open, rng, true, false, answered),
+                                    ));
+                                }
+                                req
+                            }
+                            None => req,
+                        };
+                        let outcome = open.0.dispatch(req, &mut rng, charged).await;
+                        // The request is done: its bytes go, the answer's come.
+                        if let Some(b) = &budget {
+                            b.release_all();
+                            if let Outcome::Answer(resp) = &outcome {
+                                b.charge(resp.encoded_len() as u64);
+                            }
+                        }
+                        match outcome {
+                            Outcome::Answer(resp) => Ok(resp),
+                            Outcome::Fail(status) => Err(status),
+                            Outcome::Reset => Err(crate::reset::reset_status()),
+                            Outcome::Drop => std::future::pending().await,
+                        }
+                    }
                     Ok(None) => return None,
                     Err(status) => Err(inbound_error(status, version, answered)),
                 };
                 let ended = item.is_err();
                 let answered = answered || item.is_ok();
-                Some((item, (inbound, open, rng, ended, false, answered)))
+                Some((item, ((inbound, budget), open, rng, ended, false, answered)))
             },
         );
         Ok(Response::new(Box::pin(responses)))

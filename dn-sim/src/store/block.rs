@@ -67,6 +67,7 @@ impl PutBlock {
         }
         block.size = Some(sum);
         block.block_id.block_commit_sequence_id = Some(0);
+        super::bounds::own_checksums(&mut block);
         Ok(Self { block, eof })
     }
 
@@ -267,6 +268,7 @@ impl BlockState {
                 format!("Oversize read. max: {MAX_READ}, actual: {len}"),
             ));
         }
+        super::bounds::check_pieces(len, piece)?;
         let Some(bytes) = &self.bytes else {
             return Err(no_such_file(at));
         };

@@ -4,6 +4,7 @@
 //! this file finds blocks, takes their locks and keeps the container's counters.
 
 use super::block::{At, Block, BlockState, PutBlock, no_such_block, read_piece_size};
+use super::bounds::{self, DecimalKey};
 use super::dir::BlockFile;
 use super::durable::{ContainerDb, Descriptor, Restored};
 use super::{Shared, StoreError, StoreKind, StoreResult, read, write};
@@ -14,7 +15,7 @@ use common::proto::{
     BlockData, ChecksumData, ChecksumType, ChunkInfo, ContainerDataProto, ContainerType,
     DatanodeBlockId, KeyValue, Result as OzoneResult,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -34,6 +35,12 @@ pub struct Container {
     replica_index: i32,
     /// Bytes this container reserved from the store's capacity (released on delete).
     held: AtomicU64,
+    /// Bytes this container charged to the store's metadata account (released on delete).
+    meta_held: AtomicU64,
+    /// What `metadata` costs (`bounds::key_value_cost` summed; changed under its write lock).
+    metadata_cost: AtomicU64,
+    /// The committed blocks in ListBlock's order, so a listing costs what it answers.
+    committed: RwLock<BTreeSet<DecimalKey>>,
     /// `ContainerData.metadata` (CreateContainer, UpdateContainer), sorted by key.
     metadata: RwLock<BTreeMap<String, String>>,
     blocks: RwLock<BTreeMap<i64, Arc<Block>>>,
@@ -65,8 +72,15 @@ impl std::fmt::Debug for Container {
 
 impl Container {
     /// A new container; with `dir:` its directories, container DB and `.container` file are
-    /// created here (blocking I/O, once per container).
-    pub(super) fn new(id: i64, state: State, replica_index: i32, shared: Arc<Shared>) -> Self {
+    /// created here (blocking I/O, once per container). `charged`: what the store charged the
+    /// metadata account for the container itself.
+    pub(super) fn new(
+        id: i64,
+        state: State,
+        replica_index: i32,
+        shared: Arc<Shared>,
+        charged: u64,
+    ) -> Self {
         let persistence = match &shared.kind {
             StoreKind::Dir(_) => {
                 let dir = shared.container_path(id);
@@ -98,6 +112,9 @@ impl Container {
             bcs_id: AtomicU64::new(0),
             replica_index,
             held: AtomicU64::new(0),
+            meta_held: AtomicU64::new(charged),
+            committed: RwLock::default(),
+            metadata_cost: AtomicU64::new(0),
             metadata: RwLock::default(),
             blocks: RwLock::default(),
             persistence,
@@ -123,14 +140,35 @@ impl Container {
                 let state = BlockState::restored(file, committed, finalized);
                 blocks.insert(local_id, Arc::new(Block::new(state)));
             };
+        // The metadata account is charged what a request-created container with these blocks
+        // and metadata would hold, without a limit: what was acknowledged before the restart
+        // is served after it, even if --metadata-capacity has shrunk since.
+        let mut charged = bounds::CONTAINER_COST;
+        let mut committed = BTreeSet::new();
         for (local_id, stored) in r.blocks {
             let len = file_of.remove(&local_id);
+            charged += bounds::BLOCK_COST + bounds::block_data_cost(&stored.data);
+            committed.insert(DecimalKey(local_id));
             add(local_id, Some(stored.data), stored.finalized, len);
         }
         for (local_id, len) in file_of {
+            charged += bounds::BLOCK_COST;
             add(local_id, None, false, Some(len));
         }
+        let metadata_cost: u64 = r
+            .descriptor
+            .metadata
+            .iter()
+            .map(|(k, v)| {
+                bounds::key_value_cost(&KeyValue {
+                    key: k.clone(),
+                    value: Some(v.clone()),
+                }) as u64
+            })
+            .sum();
+        charged += metadata_cost;
         shared.used.fetch_add(held, Ordering::AcqRel);
+        shared.meta_used.fetch_add(charged, Ordering::AcqRel);
         Self {
             id,
             state: AtomicI32::new(r.descriptor.state as i32),
@@ -139,6 +177,9 @@ impl Container {
             bcs_id: AtomicU64::new(r.bcs_id),
             replica_index: r.descriptor.replica_index,
             held: AtomicU64::new(held),
+            meta_held: AtomicU64::new(charged),
+            metadata_cost: AtomicU64::new(metadata_cost),
+            committed: RwLock::new(committed),
             metadata: RwLock::new(r.descriptor.metadata),
             blocks: RwLock::new(blocks),
             persistence: Persistence::Db(Arc::new(r.db)),
@@ -270,28 +311,70 @@ impl Container {
             };
             return Err(StoreError::new(OzoneResult::UnsupportedRequest, msg));
         }
-        {
-            let mut map = write(&self.metadata);
-            for kv in metadata {
-                map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
-            }
-        }
+        self.add_metadata(metadata)?;
         self.persist_descriptor();
         Ok(())
     }
 
     /// CreateContainer's metadata.
-    pub fn set_metadata(&self, metadata: &[KeyValue]) {
+    pub fn set_metadata(&self, metadata: &[KeyValue]) -> StoreResult<()> {
         if metadata.is_empty() {
-            return;
+            return Ok(());
         }
-        {
-            let mut map = write(&self.metadata);
-            for kv in metadata {
-                map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
+        self.add_metadata(metadata)?;
+        self.persist_descriptor();
+        Ok(())
+    }
+
+    /// Adds (or replaces) metadata entries, charging their growth to the metadata account:
+    /// DISK_OUT_OF_SPACE, and nothing changed, when it does not fit.
+    fn add_metadata(&self, metadata: &[KeyValue]) -> StoreResult<()> {
+        let mut map = write(&self.metadata);
+        let mut added = 0u64;
+        let mut removed = 0u64;
+        for kv in metadata {
+            let value = kv.value.as_deref().unwrap_or_default();
+            match map.get(&kv.key) {
+                Some(old) => {
+                    added += value.len() as u64;
+                    removed += old.len() as u64;
+                }
+                None => added += bounds::key_value_cost(kv) as u64,
             }
         }
-        self.persist_descriptor();
+        // Keys repeated within one request are charged once each: a little too much, never less.
+        let growth = added.saturating_sub(removed);
+        let cost = self.metadata_cost.load(Ordering::Acquire);
+        if cost + growth > bounds::MAX_CONTAINER_METADATA {
+            // ReadContainer answers all of it in one message.
+            return Err(StoreError::new(
+                OzoneResult::DiskOutOfSpace,
+                format!(
+                    "Container {}: {} more bytes of metadata would pass dn-sim's bound of {} \
+                     per container",
+                    self.id,
+                    growth,
+                    bounds::MAX_CONTAINER_METADATA
+                ),
+            ));
+        }
+        self.reserve_meta(growth)?;
+        self.metadata_cost.store(cost + growth, Ordering::Release);
+        for kv in metadata {
+            map.insert(kv.key.clone(), kv.value.clone().unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    fn reserve_meta(&self, n: u64) -> StoreResult<()> {
+        self.shared.reserve_meta(self.id, n)?;
+        self.meta_held.fetch_add(n, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn release_meta(&self, n: u64) {
+        self.shared.release_meta(n);
+        self.meta_held.fetch_sub(n, Ordering::AcqRel);
     }
 
     /// `KeyValueContainerData.toString()` (2.1+); dn-sim has no pipeline, so its origin names
@@ -328,6 +411,8 @@ impl Container {
     /// Frees the capacity this container holds (DeleteContainer).
     pub(super) fn release_all(&self) {
         self.shared.release(self.held.swap(0, Ordering::AcqRel));
+        self.shared
+            .release_meta(self.meta_held.swap(0, Ordering::AcqRel));
     }
 
     /// Whether a block's data was finalized by FinalizeBlock.
@@ -437,11 +522,17 @@ impl Container {
         read(&self.blocks).get(&local_id).cloned()
     }
 
-    fn block_or_insert(&self, local_id: i64) -> Arc<Block> {
+    /// The block, added (and charged to the metadata account) if absent.
+    fn block_or_insert(&self, local_id: i64) -> StoreResult<Arc<Block>> {
         if let Some(block) = self.block(local_id) {
-            return block;
+            return Ok(block);
         }
-        Arc::clone(write(&self.blocks).entry(local_id).or_default())
+        let mut blocks = write(&self.blocks);
+        if let Some(block) = blocks.get(&local_id) {
+            return Ok(Arc::clone(block));
+        }
+        self.reserve_meta(bounds::BLOCK_COST)?;
+        Ok(Arc::clone(blocks.entry(local_id).or_default()))
     }
 
     /// WriteChunk: verify checksums (with `--verify-checksums`), then write under the block's
@@ -453,7 +544,7 @@ impl Container {
         data: Bytes,
     ) -> StoreResult<()> {
         self.verify(chunk, &data)?;
-        let block = self.block_or_insert(block_id.local_id);
+        let block = self.block_or_insert(block_id.local_id)?;
         let mut state = block.write().await;
         self.write_locked(&mut state, block_id.local_id, chunk, data)
             .await
@@ -473,7 +564,7 @@ impl Container {
         put: StoreResult<PutBlock>,
     ) -> StoreResult<BlockData> {
         self.verify(chunk, &data)?;
-        let block = self.block_or_insert(block_id.local_id);
+        let block = self.block_or_insert(block_id.local_id)?;
         let mut state = block.write().await;
         self.write_locked(&mut state, block_id.local_id, chunk, data)
             .await?;
@@ -487,7 +578,7 @@ impl Container {
 
     /// PutBlock.
     pub async fn put_block(&self, put: PutBlock) -> StoreResult<BlockData> {
-        let block = self.block_or_insert(put.local_id());
+        let block = self.block_or_insert(put.local_id())?;
         let mut state = block.write().await;
         self.put_locked(&mut state, put).await
     }
@@ -557,11 +648,26 @@ impl Container {
         let alignment = offset % bpc;
         let mut at = offset - alignment;
         let size = data.size.unwrap_or(0).max(0) as u64;
-        let required = (length + alignment)
+        let required = length
+            .saturating_add(alignment)
             .div_ceil(bpc)
             .saturating_mul(bpc)
             .min(size.saturating_sub(at));
         let file_len = state.len();
+        // dn-sim answers one message where the DataNode streams pieces: bound it, its pieces and
+        // its checksums before reading anything.
+        let answered = required.min(file_len.saturating_sub(at));
+        if answered > bounds::MAX_ANSWER_BYTES {
+            return Err(bounds::oversize(
+                "bytes",
+                bounds::MAX_ANSWER_BYTES,
+                answered,
+            ));
+        }
+        bounds::check_pieces(answered, piece_size)?;
+        if !none {
+            bounds::check_pieces(answered, bpc)?;
+        }
         let mut total = 0;
         let mut out = Vec::new();
         let addr = self.at(id.local_id);
@@ -599,6 +705,25 @@ impl Container {
             total += n;
         }
         Ok(out)
+    }
+
+    /// What the container's metadata entries take (`bounds::key_value_cost` summed): what a
+    /// ReadContainer answer copies.
+    pub fn metadata_cost(&self) -> u64 {
+        self.metadata_cost.load(Ordering::Acquire)
+    }
+
+    /// The memory a copy of the block's committed `BlockData` takes (`bounds::block_data_cost`;
+    /// 0 when nothing was put): what a GetBlock, FinalizeBlock or GetSmallFile answer clones.
+    pub async fn committed_cost(&self, local_id: i64) -> u64 {
+        match self.block(local_id) {
+            Some(block) => block
+                .read()
+                .await
+                .committed_data()
+                .map_or(0, bounds::block_data_cost),
+            None => 0,
+        }
     }
 
     /// GetCommittedBlockLength: the stored `size`, NO_SUCH_BLOCK when nothing was put.
@@ -649,6 +774,24 @@ impl Container {
         let state = block.read().await;
         let data = state.committed(id)?;
         let at = self.at(id.local_id);
+        // The whole answer is bounded before any chunk is read: its bytes and its buffers.
+        let mut total = 0u64;
+        let mut pieces = 0u64;
+        for chunk in &data.chunks {
+            total = total.saturating_add(chunk.len);
+            let piece = read_piece_size(&chunk.checksum_data, chunk.len, v1);
+            pieces += chunk.len.div_ceil(piece.max(1)).max(1);
+        }
+        if total > bounds::MAX_ANSWER_BYTES {
+            return Err(bounds::oversize("bytes", bounds::MAX_ANSWER_BYTES, total));
+        }
+        if pieces > bounds::MAX_ANSWER_PIECES {
+            return Err(bounds::oversize(
+                "buffers",
+                bounds::MAX_ANSWER_PIECES,
+                pieces,
+            ));
+        }
         let mut buffers = Vec::with_capacity(data.chunks.len());
         for chunk in &data.chunks {
             let piece = read_piece_size(&chunk.checksum_data, chunk.len, v1);
@@ -679,32 +822,52 @@ impl Container {
                 ));
             }
         };
-        let candidates: Vec<(i64, Arc<Block>)> = read(&self.blocks)
-            .iter()
-            .map(|(id, b)| (*id, Arc::clone(b)))
-            .collect();
-        let mut committed = Vec::new();
-        for (id, block) in candidates {
-            if let Some(data) = block.read().await.committed_data() {
-                committed.push((id.to_string(), data.clone()));
+        let mut out = Vec::new();
+        let mut answer = 0u64;
+        let mut after: Option<DecimalKey> = None;
+        // In batches, so that neither the index's lock nor a list of IDs spans the whole
+        // container; only what the answer holds is cloned, and never past the message limit.
+        const BATCH: usize = 1024;
+        loop {
+            let ids: Vec<i64> = {
+                let committed = read(&self.committed);
+                let from = match (after, start) {
+                    (Some(last), _) => committed
+                        .range((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded)),
+                    (None, -1) => committed.range(..),
+                    (None, start) if committed.contains(&DecimalKey(start)) => {
+                        committed.range(DecimalKey(start)..)
+                    }
+                    (None, _) => return Ok(Vec::new()),
+                };
+                from.take(BATCH.min(count - out.len()))
+                    .map(|k| k.0)
+                    .collect()
+            };
+            let Some(&last) = ids.last() else {
+                return Ok(out);
+            };
+            after = Some(DecimalKey(last));
+            for id in ids {
+                let Some(block) = self.block(id) else {
+                    continue;
+                };
+                if let Some(data) = block.read().await.committed_data() {
+                    answer += prost::Message::encoded_len(data) as u64 + 5;
+                    if answer > bounds::MAX_ANSWER_BYTES {
+                        return Err(bounds::oversize(
+                            "bytes of block list",
+                            bounds::MAX_ANSWER_BYTES,
+                            answer,
+                        ));
+                    }
+                    out.push(data.clone());
+                }
+            }
+            if out.len() >= count {
+                return Ok(out);
             }
         }
-        committed.sort_by(|a, b| a.0.cmp(&b.0));
-        let from = if start == -1 {
-            0
-        } else {
-            let key = start.to_string();
-            match committed.iter().position(|(k, _)| *k == key) {
-                Some(i) => i,
-                None => return Ok(Vec::new()),
-            }
-        };
-        Ok(committed
-            .into_iter()
-            .skip(from)
-            .take(count)
-            .map(|(_, d)| d)
-            .collect())
     }
 
     /// FinalizeBlock: the container must be open and the block committed with its data present;
@@ -776,31 +939,46 @@ impl Container {
         Ok(())
     }
 
-    /// A PutBlock under the block's lock, counted in `blockCount` the first time. With `dir:`
-    /// it is committed to the container DB before it changes anything in memory, so a failed
-    /// commit leaves the block as it was.
+    /// A PutBlock under the block's lock, counted in `blockCount` the first time. The
+    /// BlockData's memory is charged to the metadata account (its growth over the one it
+    /// replaces; DISK_OUT_OF_SPACE when it does not fit). With `dir:` it is committed to the
+    /// container DB before it changes anything in memory, so a failed commit leaves the block as
+    /// it was.
     async fn put_locked(&self, state: &mut BlockState, put: PutBlock) -> StoreResult<BlockData> {
-        let first = state.check_put(&self.at(put.local_id()), &put)?;
-        if let Some(db) = self.db()? {
-            let local_id = put.local_id();
-            let encoded = prost::Message::encode_to_vec(put.block());
-            let (bytes_used, bcs_id) = (self.bytes_used(), self.bcs_id());
-            super::dir::blocking(move || {
-                db.put_block(local_id, &encoded, first, bytes_used, bcs_id)
-            })
+        let local_id = put.local_id();
+        let first = state.check_put(&self.at(local_id), &put)?;
+        let old = state.committed_data().map_or(0, bounds::block_data_cost);
+        let new = bounds::block_data_cost(put.block());
+        self.reserve_meta(new.saturating_sub(old))?;
+        if let Err(e) = self.persist_put(local_id, &put, first).await {
+            self.release_meta(new.saturating_sub(old));
+            return Err(e);
+        }
+        let block = state.commit(put);
+        self.release_meta(old.saturating_sub(new));
+        if first {
+            write(&self.committed).insert(DecimalKey(local_id));
+            self.block_count.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(block)
+    }
+
+    /// Commits a PutBlock's BlockData and the container's counters to the container DB (`dir:`
+    /// only; on the blocking pool); IO_EXCEPTION if it cannot.
+    async fn persist_put(&self, local_id: i64, put: &PutBlock, first: bool) -> StoreResult<()> {
+        let Some(db) = self.db()? else {
+            return Ok(());
+        };
+        let encoded = prost::Message::encode_to_vec(put.block());
+        let (bytes_used, bcs_id) = (self.bytes_used(), self.bcs_id());
+        super::dir::blocking(move || db.put_block(local_id, &encoded, first, bytes_used, bcs_id))
             .await
             .map_err(|e| {
                 StoreError::new(
                     OzoneResult::IoException,
                     format!("Container {}: PutBlock not committed: {e}", self.id),
                 )
-            })?;
-        }
-        let block = state.commit(put);
-        if first {
-            self.block_count.fetch_add(1, Ordering::AcqRel);
-        }
-        Ok(block)
+            })
     }
 
     /// The container DB, if this store keeps one; IO_EXCEPTION if it could not be created.

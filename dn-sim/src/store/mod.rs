@@ -37,6 +37,7 @@
 //!   compare-and-swap reservation) and each container's `bytesUsed` and `blockCount`.
 
 mod block;
+pub mod bounds;
 mod container;
 mod dir;
 mod discard;
@@ -152,6 +153,11 @@ pub(crate) struct Shared {
     capacity: u64,
     /// Bytes held by the backend (always 0 for `discard`).
     used: AtomicU64,
+    /// Bytes of metadata (containers, block entries, committed BlockData, container metadata),
+    /// for every backend; bounded by `meta_capacity` (`bounds`).
+    meta_used: AtomicU64,
+    /// `--metadata-capacity`: by default `capacity`, at least `bounds::MIN_METADATA_CAPACITY`.
+    meta_capacity: AtomicU64,
     verifier: Option<Arc<dyn ChecksumVerifier>>,
     /// Where containers live: `dir:PATH`'s absolute path, else a per-process directory that is
     /// never written (`<tmp>/dn-sim-<pid>`): the paths the DataNode's answers name
@@ -206,6 +212,35 @@ impl Shared {
             self.used.fetch_sub(n, Ordering::AcqRel);
         }
     }
+
+    /// Charges `n` bytes of metadata, or answers DISK_OUT_OF_SPACE (the DataNode's answer when
+    /// its volume, which holds its RocksDB, is full) without charging anything.
+    fn reserve_meta(&self, container: i64, n: u64) -> StoreResult<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let capacity = self.meta_capacity.load(Ordering::Relaxed);
+        self.meta_used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|&total| total <= capacity)
+            })
+            .map(|_| ())
+            .map_err(|used| {
+                StoreError::new(
+                    OzoneResult::DiskOutOfSpace,
+                    format!(
+                        "Container {container}: cannot keep {n} more bytes of metadata, dn-sim's \
+                         store holds {used} of its {capacity} bytes (--metadata-capacity)"
+                    ),
+                )
+            })
+    }
+
+    fn release_meta(&self, n: u64) {
+        if n > 0 {
+            self.meta_used.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
 }
 
 /// One shard of the container map.
@@ -252,6 +287,8 @@ impl ContainerStore {
                 kind,
                 capacity,
                 used: AtomicU64::new(0),
+                meta_used: AtomicU64::new(0),
+                meta_capacity: AtomicU64::new(capacity.max(bounds::MIN_METADATA_CAPACITY)),
                 verifier,
                 root,
                 version: OnceLock::new(),
@@ -363,6 +400,20 @@ impl ContainerStore {
         self.shared.used.load(Ordering::Acquire)
     }
 
+    /// Sets the metadata account's bound (`--metadata-capacity`).
+    pub fn set_metadata_capacity(&self, bytes: u64) {
+        self.shared.meta_capacity.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn metadata_capacity(&self) -> u64 {
+        self.shared.meta_capacity.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of metadata charged (containers, blocks, BlockData, container metadata).
+    pub fn metadata_used(&self) -> u64 {
+        self.shared.meta_used.load(Ordering::Acquire)
+    }
+
     /// The DataNode's volume-full check (HddsDispatcher, 2.1 on): no room for a single byte.
     pub fn is_full(&self) -> bool {
         self.shared.kind.holds_data() && self.used() >= self.shared.capacity
@@ -416,11 +467,13 @@ impl ContainerStore {
                 "Container creation failed because key value container already exists",
             ));
         }
+        self.shared.reserve_meta(id, bounds::CONTAINER_COST)?;
         let container = Arc::new(Container::new(
             id,
             state,
             replica_index,
             Arc::clone(&self.shared),
+            bounds::CONTAINER_COST,
         ));
         shard.insert(id, Arc::clone(&container));
         Ok(container)
@@ -434,6 +487,8 @@ impl ContainerStore {
 
     /// [`ContainerStore::get_or_create`] with the `replicaIndex` a new container gets (the
     /// auto-create takes it from the request's blockID).
+    /// Not charged to the metadata account: the operator's `--containers`, not a request, asks
+    /// for these (requests create through [`ContainerStore::try_get_or_create_replica`]).
     pub fn get_or_create_replica(&self, id: i64, replica_index: i32) -> Arc<Container> {
         if let Some(c) = self.get(id) {
             return c;
@@ -445,8 +500,27 @@ impl ContainerStore {
                 State::Open,
                 replica_index,
                 Arc::clone(&self.shared),
+                0,
             ))
         }))
+    }
+
+    /// [`ContainerStore::get_or_create_replica`] for a request (the auto-create of writes): a new
+    /// container must fit in the metadata account, else DISK_OUT_OF_SPACE.
+    pub fn try_get_or_create_replica(
+        &self,
+        id: i64,
+        replica_index: i32,
+    ) -> StoreResult<Arc<Container>> {
+        if let Some(c) = self.get(id) {
+            return Ok(c);
+        }
+        match self.create_replica(id, State::Open, replica_index) {
+            Ok(c) => Ok(c),
+            // Created by a concurrent request in between.
+            Err(e) if e.result == OzoneResult::ContainerAlreadyExists => self.lookup(id),
+            Err(e) => Err(e),
+        }
     }
 
     /// DeleteContainer: removes the container and frees what it held (its block files too, with

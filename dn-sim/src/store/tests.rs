@@ -634,10 +634,12 @@ async fn dir_restart_serves_what_was_committed_as_the_datanode_does() {
         write(&c, 2, 1000, data(500, 3)).await.unwrap();
         assert_eq!((c.bytes_used(), c.block_count()), (5800, 2));
         let closed = s.lookup(8).unwrap();
-        closed.set_metadata(&[common::proto::KeyValue {
-            key: "owner".into(),
-            value: Some("crash test".into()),
-        }]);
+        closed
+            .set_metadata(&[common::proto::KeyValue {
+                key: "owner".into(),
+                value: Some("crash test".into()),
+            }])
+            .unwrap();
         closed.close().unwrap();
         assert!(s.lookup(9).unwrap().mark_unhealthy());
         s.create(10, State::Recovering).unwrap();
@@ -692,6 +694,12 @@ async fn dir_restart_serves_what_was_committed_as_the_datanode_does() {
     assert_eq!((ec.state(), ec.replica_index()), (State::Unhealthy, 2));
     assert_eq!(s.lookup(20).unwrap().state(), State::Open);
     assert_eq!(s.len(), 6, "7, 8, 9, 11, 20 and 21");
+    // What the restarted store holds is charged to its metadata account, as it was before.
+    assert!(
+        s.metadata_used() > 6 * super::bounds::CONTAINER_COST + 3 * super::bounds::BLOCK_COST,
+        "{}",
+        s.metadata_used()
+    );
 }
 
 #[tokio::test]
