@@ -4,7 +4,7 @@
 //! changes `handler_count`, `max_queue`, `delays` and `faults` without a restart. Experiment
 //! scripts use it to sweep a parameter. It binds to 127.0.0.1 unless told otherwise.
 
-use crate::dispatcher::Dispatcher;
+use crate::admission::Admission;
 use crate::settings::Change;
 use axum::Router;
 use axum::extract::State;
@@ -24,11 +24,11 @@ pub struct StaticInfo {
 
 #[derive(Clone)]
 struct AppState {
-    dispatcher: Arc<Dispatcher>,
+    dispatcher: Arc<Admission>,
     info: Arc<StaticInfo>,
 }
 
-pub fn router(dispatcher: Arc<Dispatcher>, info: StaticInfo) -> Router {
+pub fn router(dispatcher: Arc<Admission>, info: StaticInfo) -> Router {
     Router::new()
         .route("/prom", get(prom))
         .route("/metrics", get(metrics))

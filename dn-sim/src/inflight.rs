@@ -346,9 +346,9 @@ impl Drop for StreamCharge {
 /// entries (at most `store::bounds::MAX_CONTAINER_METADATA`); the whole message limit for
 /// ListBlock and GetContainerChecksumInfo, whose size is known only once built. 0 for the rest,
 /// whose answers are small and charged once built.
-pub async fn expected_answer(dispatcher: &crate::dispatcher::Dispatcher, req: &Request) -> u64 {
+pub async fn expected_answer(store: &crate::store::ContainerStore, req: &Request) -> u64 {
     let max = common::MAX_MESSAGE_SIZE as u64;
-    let mut bytes = crate::dispatcher::expected_response_bytes(req);
+    let mut bytes = expected_response_bytes(req);
     if let Some(read) = &req.read_block {
         bytes = bytes.saturating_add(read.length.unwrap_or(0));
     }
@@ -356,7 +356,7 @@ pub async fn expected_answer(dispatcher: &crate::dispatcher::Dispatcher, req: &R
         bytes = max;
     }
     if req.read_container.is_some()
-        && let Some(container) = dispatcher.store().get(req.container_id)
+        && let Some(container) = store.get(req.container_id)
     {
         bytes = bytes.saturating_add(container.metadata_cost());
     }
@@ -367,7 +367,7 @@ pub async fn expected_answer(dispatcher: &crate::dispatcher::Dispatcher, req: &R
         .or(req.finalize_block.as_ref().map(|f| f.block_id))
         .or(req.get_small_file.as_ref().map(|s| s.block.block_id));
     if let Some(id) = block
-        && let Some(container) = dispatcher.store().get(req.container_id)
+        && let Some(container) = store.get(req.container_id)
     {
         bytes = bytes.saturating_add(container.committed_cost(id.local_id).await);
         if req.get_small_file.is_some()
@@ -377,6 +377,18 @@ pub async fn expected_answer(dispatcher: &crate::dispatcher::Dispatcher, req: &R
         }
     }
     bytes.min(max)
+}
+
+/// Response data a request asks for, charged to the egress limit (and, up to the message limit,
+/// reserved in the in-flight budget) before it is served.
+pub fn expected_response_bytes(req: &Request) -> u64 {
+    let echo = req
+        .echo
+        .as_ref()
+        .and_then(|e| e.payload_size_resp)
+        .unwrap_or(0)
+        .max(0) as u64;
+    echo.saturating_add(req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len))
 }
 
 /// What a decoded request takes in memory beyond its wire bytes, roughly: a message of many tiny

@@ -15,17 +15,19 @@
 //! a failed CreateContainer of a new container, 2.0's audit of a PutBlock whose size does not
 //! match, and command types the release does not define.
 
-use crate::dispatcher::{NodeIdentity, envelope, error};
+use crate::envelope::{envelope, error};
+use crate::payload::PayloadSource;
 use crate::store::{
     Container, ContainerStore, PutBlock, StoreError, StoreResult, concat, read_piece_size,
 };
+use crate::timer::ServiceClock;
 use crate::version::OzoneVersion;
 use bytes::Bytes;
 use common::proto::container_data_proto::State;
 use common::proto::read_chunk_response_proto::ResponseData;
 use common::proto::{
     BlockData, ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response,
-    DataBuffers, FinalizeBlockResponseProto, GetBlockResponseProto,
+    DataBuffers, EchoResponseProto, FinalizeBlockResponseProto, GetBlockResponseProto,
     GetCommittedBlockLengthResponseProto, GetSmallFileResponseProto, ListBlockResponseProto,
     PutBlockResponseProto, PutSmallFileResponseProto, ReadBlockResponseProto,
     ReadChunkResponseProto, ReadChunkVersion, ReadContainerResponseProto, Result as OzoneResult,
@@ -33,17 +35,31 @@ use common::proto::{
 };
 use prost::Message;
 use std::sync::Arc;
+use std::time::Duration;
 use tonic::Status;
+
+/// Who the simulated DataNode is: its UUID and the Ozone release it answers as.
+#[derive(Clone, Debug)]
+pub struct NodeIdentity {
+    pub datanode_uuid: String,
+    pub version: crate::version::OzoneVersion,
+}
 
 pub struct KeyValueHandler {
     store: Arc<ContainerStore>,
     node: NodeIdentity,
+    /// Echo's answer payloads, sliced from buffers filled once.
+    payloads: PayloadSource,
 }
 
 impl KeyValueHandler {
     pub fn new(store: Arc<ContainerStore>, node: NodeIdentity) -> Self {
         store.set_version(node.version);
-        Self { store, node }
+        Self {
+            store,
+            node,
+            payloads: PayloadSource::new(),
+        }
     }
 
     pub fn node(&self) -> &NodeIdentity {
@@ -52,6 +68,52 @@ impl KeyValueHandler {
 
     pub fn store(&self) -> &Arc<ContainerStore> {
         &self.store
+    }
+
+    /// `KeyValueHandler.handleEcho`: sleep `sleepTimeMs` on the handler, answer `payloadSizeResp`
+    /// bytes of random data; the request payload is ignored. An absent `echo` is the default
+    /// request (an empty payload). Echo is a write unless `readOnly` is true, so a failure
+    /// (a negative size) marks the container UNHEALTHY, or fails the call (gRPC UNKNOWN) when the
+    /// container is not OPEN, CLOSING or RECOVERING.
+    pub async fn echo(
+        &self,
+        mut req: Request,
+        clock: &mut ServiceClock,
+    ) -> Result<Response, Status> {
+        let container = match self.store.lookup(req.container_id) {
+            Ok(c) => c,
+            Err(e) => return Ok(error(&mut req, e.result, e.message)),
+        };
+        let echo = req.echo.take().unwrap_or_default();
+        let write = echo.read_only != Some(true);
+        if let Some(resp) = self.check_node(&container, &mut req) {
+            return self.after_handler(write, &container, resp);
+        }
+        if let Some(ms) = echo.sleep_time_ms.filter(|&ms| ms > 0) {
+            // The DataNode sleeps on its worker thread: the handler stays busy.
+            clock.hold(Duration::from_millis(ms as u64)).await;
+        }
+        let size = echo.payload_size_resp.unwrap_or(0);
+        if size < 0 {
+            // commons-lang's `RandomUtils.nextBytes` / `randomBytes` refuses a negative count
+            // (after the sleep); the handler answers the RuntimeException.
+            let msg = "java.lang.IllegalArgumentException: Count cannot be negative.".to_string();
+            let resp = error(&mut req, OzoneResult::ContainerInternalError, msg);
+            return self.after_handler(write, &container, resp);
+        }
+        let size = size as usize;
+        if size > common::MAX_MESSAGE_SIZE {
+            // A real DN would build the response and the client would refuse it as too large.
+            return Err(Status::resource_exhausted(format!(
+                "gRPC message exceeds maximum size {}: {size}",
+                common::MAX_MESSAGE_SIZE
+            )));
+        }
+        let mut resp = envelope(&mut req, OzoneResult::Success);
+        resp.echo = Some(EchoResponseProto {
+            payload: Some(self.payloads.slice(size)),
+        });
+        Ok(resp)
     }
 
     /// Serves one request of any type but Echo, in the DataNode's order of checks. `Err` is a

@@ -4,8 +4,10 @@
 //! path without a cluster.
 //!
 //! Modules mirror the DataNode's parts: [`service`] (stream handling, GrpcXceiverService),
-//! [`dispatcher`] (HddsDispatcher: routing, Echo, envelopes), [`keyvalue`] (KeyValueHandler: one
-//! function per command type, and the dispatcher's container checks), [`store`] (containers,
+//! [`admission`] (the simulation around the DataNode: limits, pool, delays, faults, disk,
+//! metrics), [`dispatcher`] (HddsDispatcher: routing, the DataNode's metrics), [`envelope`]
+//! (response envelopes), [`keyvalue`] (KeyValueHandler: one function per command type, Echo
+//! included, and the dispatcher's container checks), [`store`] (containers,
 //! blocks and their bytes: memory, discard or block files), [`containers`] (the `--containers`
 //! list), [`server`] (XceiverServerGrpc: bind, serve, stop), [`tls`] (its TLS: `hdds.grpc.tls.enabled`).
 //!
@@ -17,12 +19,14 @@
 //! - [`target`]: the `TYPE=` part shared by `--delay` and `--fault`.
 
 pub mod admin;
+pub mod admission;
 pub mod cli;
 pub mod connections;
 pub mod containers;
 pub mod delay;
 pub mod disk;
 pub mod dispatcher;
+pub mod envelope;
 pub mod fault;
 pub mod health;
 pub mod inflight;

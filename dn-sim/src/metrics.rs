@@ -169,8 +169,9 @@ pub struct Metrics {
     /// (count, total_ns) per type at the previous scrape, for `_avg_time` over the last interval as
     /// Hadoop's MutableRate reports it (0.0 for an interval without samples).
     previous: Mutex<Vec<(u64, u64)>>,
-    /// The in-flight budget whose gauge is refreshed on scrape (`crate::inflight`).
-    inflight: std::sync::OnceLock<std::sync::Arc<crate::inflight::InflightBudget>>,
+    /// Called on every scrape to bring gauges kept elsewhere up to date (the in-flight budget's):
+    /// set once at start, so metrics knows none of the modules that keep them.
+    on_scrape: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 fn key(name: &str, labels: &[(&str, String)]) -> Key {
@@ -327,7 +328,7 @@ impl Metrics {
             process_fds: sim.register_gauge(&key("process_open_fds", &[]), &META),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
             connection_metrics: crate::connections::ConnectionMetrics::register(&sim),
-            inflight: std::sync::OnceLock::new(),
+            on_scrape: OnceLock::new(),
             types,
             faults: LazyCounters::new(FAULT_SLOTS),
             rejections: LazyCounters::new(REJECT_REASONS.len()),
@@ -462,9 +463,10 @@ impl Metrics {
         &self.sim
     }
 
-    /// Reports this in-flight budget's gauge on every scrape.
-    pub fn watch_inflight(&self, budget: std::sync::Arc<crate::inflight::InflightBudget>) {
-        let _ = self.inflight.set(budget);
+    /// Runs `refresh` on every scrape, before rendering (at most one, set at start: a second
+    /// is ignored).
+    pub fn on_scrape(&self, refresh: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_scrape.set(Box::new(refresh));
     }
 
     pub fn stream_opened(&self) {
@@ -485,8 +487,8 @@ impl Metrics {
         self.handlers_busy.set(pool.busy() as f64);
         self.handlers_total.set(pool.size() as f64);
         self.queue_depth.set(pool.queued() as f64);
-        if let Some(budget) = self.inflight.get() {
-            budget.refresh();
+        if let Some(refresh) = self.on_scrape.get() {
+            refresh();
         }
         if let Some(p) = ProcessStats::read() {
             self.process_cpu.absolute(p.cpu_seconds as u64);

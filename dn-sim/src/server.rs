@@ -2,10 +2,10 @@
 //! loadgen on a runtime of its own.
 
 use crate::admin::{self, StaticInfo};
+use crate::admission::{Admission, LiveSettings};
 use crate::containers::ContainerIds;
 use crate::delay::DelaySpec;
 use crate::disk::DiskModel;
-use crate::dispatcher::{Dispatcher, LiveSettings};
 use crate::metrics::Metrics;
 use crate::pool::HandlerPool;
 use crate::reset::ResetLayer;
@@ -169,7 +169,7 @@ pub fn tune_allocator() {
 pub struct RunningServer {
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
-    dispatcher: Arc<Dispatcher>,
+    dispatcher: Arc<Admission>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
     background: Vec<tokio::task::JoinHandle<()>>,
@@ -190,9 +190,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         store.set_metadata_capacity(bytes);
     }
     store.precreate(&config.containers);
-    let dispatcher = Arc::new(Dispatcher::new(
+    let dispatcher = Arc::new(Admission::new(
         Arc::new(store),
-        crate::dispatcher::NodeIdentity {
+        crate::admission::NodeIdentity {
             datanode_uuid: config.datanode_uuid.clone(),
             version: config.ozone_version,
         },
@@ -280,7 +280,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     .max_encoding_message_size(common::MAX_MESSAGE_SIZE);
     let budget =
         crate::inflight::InflightBudget::new(config.max_inflight_bytes, &dispatcher.metrics);
-    dispatcher.metrics.watch_inflight(Arc::clone(&budget));
+    {
+        let budget = Arc::clone(&budget);
+        dispatcher.metrics.on_scrape(move || budget.refresh());
+    }
     let (tx, rx) = oneshot::channel::<()>();
     let router = crate::connections::http2_limits(Server::builder(), &config.connections)
         .initial_stream_window_size(Some(STREAM_WINDOW))
@@ -318,7 +321,7 @@ impl RunningServer {
         &self.dispatcher.metrics
     }
 
-    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
+    pub fn dispatcher(&self) -> &Arc<Admission> {
         &self.dispatcher
     }
 
@@ -346,11 +349,11 @@ impl RunningServer {
 /// its completed handshake).
 struct CountedConnection {
     stream: ServerStream,
-    dispatcher: Arc<Dispatcher>,
+    dispatcher: Arc<Admission>,
 }
 
 impl CountedConnection {
-    fn new(stream: ServerStream, dispatcher: Arc<Dispatcher>) -> Self {
+    fn new(stream: ServerStream, dispatcher: Arc<Admission>) -> Self {
         dispatcher.metrics.connection_opened();
         Self { stream, dispatcher }
     }

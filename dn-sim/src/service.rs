@@ -2,7 +2,7 @@
 //! answered one each, in order. Both client patterns work: the Java client's one request per
 //! stream followed by half-close, and many requests on one long stream.
 
-use crate::dispatcher::{Dispatcher, Outcome};
+use crate::admission::{Admission, Outcome};
 use crate::rng::RngFactory;
 use crate::version::OzoneVersion;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolService;
@@ -14,12 +14,12 @@ use std::sync::Arc;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 pub struct XceiverService {
-    dispatcher: Arc<Dispatcher>,
+    dispatcher: Arc<Admission>,
     rngs: RngFactory,
 }
 
 impl XceiverService {
-    pub fn new(dispatcher: Arc<Dispatcher>, rngs: RngFactory) -> Self {
+    pub fn new(dispatcher: Arc<Admission>, rngs: RngFactory) -> Self {
         Self { dispatcher, rngs }
     }
 }
@@ -28,7 +28,7 @@ type ResponseStream =
     Pin<Box<dyn Stream<Item = Result<ContainerCommandResponseProto, Status>> + Send>>;
 
 /// Counts a stream as open for as long as its response stream lives.
-struct OpenStream(Arc<Dispatcher>);
+struct OpenStream(Arc<Admission>);
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
@@ -105,7 +105,8 @@ impl XceiverClientProtocolService for XceiverService {
                                     b.charge(kept + 5);
                                 }
                                 b.charge(crate::inflight::decoded_extra(&req));
-                                let answer = crate::inflight::expected_answer(&open.0, &req).await;
+                                let answer =
+                                    crate::inflight::expected_answer(open.0.store(), &req).await;
                                 if let Err(status) = b.reserve(answer).await {
                                     b.release_all();
                                     return Some((

@@ -1,5 +1,5 @@
 //! A structured sequence of requests (`arbitrary`) through dn-sim's dispatcher
-//! (`Dispatcher::dispatch`: pool, no delays or faults → `KeyValueHandler::handle` → the store),
+//! (`Admission::dispatch`: pool, no delays or faults → `KeyValueHandler::handle` → the store),
 //! checked request by request against a model: the model of the store's proptest
 //! (dn-sim/src/store/tests.rs, `run_model`: one `Vec<u8>` per block, the FILE_PER_BLOCK write
 //! and read rules, PutBlock, GetBlock, capacity), ported here (it lives in a test module) and
@@ -24,7 +24,7 @@ use common::proto::{
     Type, WriteChunkRequestProto,
 };
 use common::wire::RequiredFields;
-use dn_sim::dispatcher::{Dispatcher, LiveSettings, NodeIdentity, Outcome};
+use dn_sim::admission::{Admission, LiveSettings, NodeIdentity, Outcome};
 use dn_sim::store::{ContainerStore, StoreKind};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
@@ -305,7 +305,7 @@ fn tonic_code_unknown() -> tonic::Code {
 
 const CAPACITIES: [u64; 8] = [0, 1, 100, 1000, 3000, 5000, 10_000, 20_000];
 
-type Server = (Arc<ContainerStore>, Dispatcher);
+type Server = (Arc<ContainerStore>, Admission);
 
 /// A dispatcher and its store per (kind, capacity), made once per process: a new dispatcher
 /// fills a 1 MiB echo payload buffer, which would cost more than the whole sequence. Each run
@@ -326,7 +326,7 @@ fn server(discard: bool, capacity: u64) -> Rc<Server> {
                         StoreKind::Memory
                     };
                     let store = Arc::new(ContainerStore::new(kind, capacity, None).unwrap());
-                    let dispatcher = Dispatcher::new(
+                    let dispatcher = Admission::new(
                         Arc::clone(&store),
                         NodeIdentity {
                             datanode_uuid: UUID.to_string(),

@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use dn_sim::EmbeddedServer;
-use dn_sim::dispatcher::LiveSettings;
+use dn_sim::admission::LiveSettings;
 use dn_sim::fault::FaultPlan;
 use loadgen::cli::Cli;
 use std::path::PathBuf;

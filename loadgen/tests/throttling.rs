@@ -6,7 +6,7 @@ mod support;
 
 use clap::Parser;
 use dn_sim::EmbeddedServer;
-use dn_sim::dispatcher::LiveSettings;
+use dn_sim::admission::LiveSettings;
 use dn_sim::fault::FaultPlan;
 use dn_sim::service_limits::{LimitPolicy, LimitRates, Pushback};
 use loadgen::cli::Cli;

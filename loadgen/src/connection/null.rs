@@ -12,8 +12,8 @@ use crate::outcome::{ErrorKind, Failure};
 use bytes::Buf;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 use common::wire::RequiredFields;
+use dn_sim::admission::{Admission, LiveSettings, NodeIdentity, Outcome};
 use dn_sim::containers::ContainerIds;
-use dn_sim::dispatcher::{Dispatcher, LiveSettings, NodeIdentity, Outcome};
 use dn_sim::store::{ContainerStore, StoreKind};
 use prost::Message;
 use rand::rngs::SmallRng;
@@ -25,7 +25,7 @@ pub const NAME: &str = "null (in-process, no network)";
 
 /// The in-process DataNode: one dispatcher and store shared by every I/O thread.
 pub struct NullDataNode {
-    dispatcher: Dispatcher,
+    dispatcher: Admission,
     rngs: dn_sim::rng::RngFactory,
 }
 
@@ -37,7 +37,7 @@ impl NullDataNode {
         let defaults = dn_sim::Config::default();
         let store = ContainerStore::new(store, u64::MAX / 2, None).map_err(|e| e.to_string())?;
         store.precreate(containers);
-        let dispatcher = Dispatcher::new(
+        let dispatcher = Admission::new(
             Arc::new(store),
             NodeIdentity {
                 datanode_uuid: defaults.datanode_uuid.clone(),

@@ -1,0 +1,205 @@
+//! The simulation around the DataNode. [`Admission::dispatch`] counts the request, applies the
+//! service limits, draws the injected delay and fault, takes a handler from the pool (waiting in
+//! FIFO order), holds it through the delay, hands the request to the DataNode
+//! ([`HddsDispatcher`]), charges the shared disk for the chunk data it moved, and records
+//! metrics. Nothing here is a DataNode rule; the DataNode's own parts (dispatcher → keyvalue →
+//! store) know nothing of it.
+
+use crate::disk::DiskModel;
+use crate::dispatcher::{HddsDispatcher, chunk_bytes};
+use crate::envelope::error;
+use crate::fault::FaultKind;
+pub use crate::keyvalue::NodeIdentity;
+use crate::metrics::{Answered, Metrics};
+use crate::pool::HandlerPool;
+use crate::service_limits::ServiceLimits;
+pub use crate::settings::LiveSettings;
+use crate::store::ContainerStore;
+use crate::timer::ServiceClock;
+use arc_swap::ArcSwap;
+use common::proto::{
+    ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response, Type,
+};
+use prost::Message;
+use rand::rngs::SmallRng;
+use std::sync::Arc;
+use std::time::Instant;
+use tonic::Status;
+
+/// How a request ends.
+// `Answer` is the common case; boxing it would add an allocation to every request.
+#[allow(clippy::large_enum_variant)]
+pub enum Outcome {
+    /// A normal answer (any `result`).
+    Answer(Response),
+    /// The call fails with this status (and the stream ends).
+    Fail(Status),
+    /// No answer, ever: the client's deadline fires.
+    Drop,
+    /// The stream is reset (RST_STREAM).
+    Reset,
+}
+
+/// The simulated DataNode as a client meets it: the DataNode itself and the simulation around
+/// it (handler pool, live delays and faults, shared disk, service limits, metrics).
+pub struct Admission {
+    hdds: HddsDispatcher,
+    pub pool: HandlerPool,
+    pub live: ArcSwap<LiveSettings>,
+    disk: DiskModel,
+    pub limits: ServiceLimits,
+    pub metrics: Metrics,
+    /// The Ozone release answered as (also in the handler's `NodeIdentity`).
+    pub version: crate::version::OzoneVersion,
+}
+
+impl Admission {
+    pub fn new(
+        store: Arc<ContainerStore>,
+        node: NodeIdentity,
+        pool: HandlerPool,
+        live: LiveSettings,
+        disk: DiskModel,
+        limits: ServiceLimits,
+    ) -> Self {
+        let version = node.version;
+        Self {
+            hdds: HddsDispatcher::new(store, node),
+            pool,
+            live: ArcSwap::from_pointee(live),
+            disk,
+            limits,
+            metrics: Metrics::new(version),
+            version,
+        }
+    }
+
+    /// The container store the handlers serve from.
+    pub fn store(&self) -> &Arc<ContainerStore> {
+        self.hdds.store()
+    }
+
+    /// Handles one request the way the simulated DataNode does, with its service limits, pool,
+    /// delays and faults. `ops_taken`: the stream's early limit check already charged this request.
+    pub async fn dispatch(&self, req: Request, rng: &mut SmallRng, ops_taken: bool) -> Outcome {
+        let arrived = Instant::now();
+        let cmd = Type::try_from(req.cmd_type).unwrap_or(Type::ListContainer);
+        let size = req.encoded_len();
+        self.metrics.request_received(cmd, size);
+        if self.limits.is_limited() {
+            let egress = crate::inflight::expected_response_bytes(&req);
+            if let Err(rejection) = self.limits.check(size as u64, egress, ops_taken, arrived) {
+                self.metrics.rejected(rejection.reason.label());
+                if let crate::service_limits::RejectTiming::After(d) = self.limits.policy().timing {
+                    crate::timer::sleep(d).await;
+                }
+                let status = self.limits.status(rejection);
+                self.done(cmd, Answered::Grpc(status.code()), arrived, 0);
+                return Outcome::Fail(status);
+            }
+        }
+        // Draw before waiting, so a stream's draws follow its request order whatever the load.
+        let live = self.live.load();
+        let delay = live.delays.sample(cmd, rng);
+        let fault = live.faults.draw(cmd, rng).cloned();
+        drop(live);
+
+        let mut handler = match self.pool.acquire().await {
+            Ok(handler) => handler,
+            Err(full) => {
+                self.metrics.rejected("queue_full");
+                self.done(
+                    cmd,
+                    Answered::Grpc(tonic::Code::ResourceExhausted),
+                    arrived,
+                    0,
+                );
+                return Outcome::Fail(Status::resource_exhausted(format!(
+                    "dn-sim handler queue is full ({} requests waiting, --max-queue)",
+                    full.bound
+                )));
+            }
+        };
+        let start = handler.service_start(arrived);
+        self.metrics.queue_wait(start - arrived);
+        let mut clock = ServiceClock::starting_at(start);
+        clock.hold(delay).await;
+        if let Some(kind) = &fault {
+            self.metrics.fault_injected(kind);
+        }
+        let container_id = req.container_id;
+        let before = self.hdds.before(cmd, &req);
+        let outcome = match fault {
+            Some(FaultKind::Result(result)) => {
+                let mut req = req;
+                let message = crate::fault::result_message(result, container_id);
+                Outcome::Answer(error(&mut req, result, message))
+            }
+            Some(FaultKind::Grpc(code)) => {
+                Outcome::Fail(Status::new(code, crate::fault::grpc_message(code)))
+            }
+            Some(FaultKind::Drop) => Outcome::Drop,
+            Some(FaultKind::Reset) => Outcome::Reset,
+            Some(FaultKind::Stall(stall)) => {
+                clock.hold(stall).await;
+                self.serve_timed(req, rng, &mut clock).await
+            }
+            None => self.serve_timed(req, rng, &mut clock).await,
+        };
+        handler.busy_until(clock.end());
+        // The handler is free once the answer exists; a dropped request does not hold it.
+        drop(handler);
+        let (answered, size) = match &outcome {
+            Outcome::Answer(resp) => {
+                self.hdds
+                    .account(&self.metrics, cmd, &before, resp, arrived);
+                (Answered::Result(resp.result), resp.encoded_len())
+            }
+            Outcome::Fail(status) => (Answered::Grpc(status.code()), 0),
+            Outcome::Drop => (Answered::Dropped, 0),
+            Outcome::Reset => (Answered::Reset, 0),
+        };
+        self.done(cmd, answered, arrived, size);
+        outcome
+    }
+
+    fn done(&self, cmd: Type, answered: Answered, arrived: Instant, size: usize) {
+        self.metrics
+            .request_done(cmd, answered, arrived.elapsed(), size);
+    }
+
+    /// The DataNode's own work plus the shared disk's time for the chunk data it moved.
+    async fn serve_timed(
+        &self,
+        req: Request,
+        rng: &mut SmallRng,
+        clock: &mut ServiceClock,
+    ) -> Outcome {
+        let written = request_chunk_bytes(&req);
+        match self.hdds.serve(req, clock).await {
+            Ok(resp) => {
+                let moved = written + chunk_bytes(&resp);
+                if moved > 0 && self.disk.is_enabled() {
+                    let wait = self.disk.reserve(moved, Instant::now(), rng);
+                    clock.hold(wait).await;
+                }
+                Outcome::Answer(resp)
+            }
+            Err(status) => Outcome::Fail(status),
+        }
+    }
+}
+
+/// Chunk data bytes a request carries (WriteChunk, PutSmallFile).
+fn request_chunk_bytes(req: &Request) -> u64 {
+    let write = req
+        .write_chunk
+        .as_ref()
+        .and_then(|w| w.data.as_ref())
+        .map_or(0, |d| d.len() as u64);
+    write
+        + req
+            .put_small_file
+            .as_ref()
+            .map_or(0, |p| p.data.len() as u64)
+}
