@@ -699,6 +699,41 @@ mod tests {
     }
 
     #[test]
+    fn every_result_and_fault_has_a_slot_of_its_own() {
+        // The slot tables clamp out-of-range numbers; a protocol that grew past them would fold
+        // two labels into one series. Every result the protocol knows, and every gRPC code, must
+        // get a distinct slot.
+        let results: Vec<OzoneResult> = (0..10_000)
+            .filter_map(|n| OzoneResult::try_from(n).ok())
+            .collect();
+        assert!(results.len() > 40, "{} results", results.len());
+        let codes = (0..64).map(tonic::Code::from);
+        let mut answer_slots = std::collections::HashSet::new();
+        let mut fault_slots = std::collections::HashSet::new();
+        for r in &results {
+            assert!(answer_slots.insert(Answered::Result(*r as i32).slot()), "{r:?}");
+            assert!(fault_slots.insert(fault_slot(&FaultKind::Result(*r))), "{r:?}");
+        }
+        let mut seen_codes = std::collections::HashSet::new();
+        for code in codes {
+            if !seen_codes.insert(code as i32) {
+                continue; // Code::from maps every unknown number to Unknown.
+            }
+            assert!(answer_slots.insert(Answered::Grpc(code).slot()), "{code:?}");
+            assert!(fault_slots.insert(fault_slot(&FaultKind::Grpc(code))), "{code:?}");
+        }
+        assert_eq!(seen_codes.len(), GRPC_SLOTS);
+        for a in [Answered::Dropped, Answered::Reset] {
+            assert!(answer_slots.insert(a.slot()));
+        }
+        for f in [FaultKind::Drop, FaultKind::Reset, FaultKind::Stall(Duration::ZERO)] {
+            assert!(fault_slots.insert(fault_slot(&f)));
+        }
+        assert!(answer_slots.iter().all(|&s| s < ANSWER_SLOTS));
+        assert!(fault_slots.iter().all(|&s| s < FAULT_SLOTS));
+    }
+
+    #[test]
     fn datanode_names_are_exposed_on_prom_only() {
         let m = Metrics::new(OzoneVersion::V2_2);
         let pool = crate::pool::HandlerPool::new(4, None);
