@@ -711,8 +711,14 @@ mod tests {
         let mut answer_slots = std::collections::HashSet::new();
         let mut fault_slots = std::collections::HashSet::new();
         for r in &results {
-            assert!(answer_slots.insert(Answered::Result(*r as i32).slot()), "{r:?}");
-            assert!(fault_slots.insert(fault_slot(&FaultKind::Result(*r))), "{r:?}");
+            assert!(
+                answer_slots.insert(Answered::Result(*r as i32).slot()),
+                "{r:?}"
+            );
+            assert!(
+                fault_slots.insert(fault_slot(&FaultKind::Result(*r))),
+                "{r:?}"
+            );
         }
         let mut seen_codes = std::collections::HashSet::new();
         for code in codes {
@@ -720,13 +726,20 @@ mod tests {
                 continue; // Code::from maps every unknown number to Unknown.
             }
             assert!(answer_slots.insert(Answered::Grpc(code).slot()), "{code:?}");
-            assert!(fault_slots.insert(fault_slot(&FaultKind::Grpc(code))), "{code:?}");
+            assert!(
+                fault_slots.insert(fault_slot(&FaultKind::Grpc(code))),
+                "{code:?}"
+            );
         }
         assert_eq!(seen_codes.len(), GRPC_SLOTS);
         for a in [Answered::Dropped, Answered::Reset] {
             assert!(answer_slots.insert(a.slot()));
         }
-        for f in [FaultKind::Drop, FaultKind::Reset, FaultKind::Stall(Duration::ZERO)] {
+        for f in [
+            FaultKind::Drop,
+            FaultKind::Reset,
+            FaultKind::Stall(Duration::ZERO),
+        ] {
             assert!(fault_slots.insert(fault_slot(&f)));
         }
         assert!(answer_slots.iter().all(|&s| s < ANSWER_SLOTS));
