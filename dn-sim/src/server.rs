@@ -120,21 +120,6 @@ impl Config {
     }
 }
 
-/// HTTP/2 receive settings dn-sim advertises. They govern how clients send requests to dn-sim,
-/// not what dn-sim answers. A real DataNode (grpc-java on Netty) advertises a 1 MiB window and
-/// Netty's 16 KiB MAX_FRAME_SIZE; dn-sim is tuned for its own receive path instead
-/// (`scripts/bench-write.sh`): windows that hold a whole 4 MB chunk per stream and several
-/// streams' worth per connection, so a writer is never stalled on WINDOW_UPDATEs, and 1 MiB
-/// frames. With 16 KiB frames every DATA frame wakes the stream's task and is copied into tonic's
-/// message buffer on its own (256 wake-ups per 4 MB WriteChunk); with 1 MiB frames dn-sim's CPU
-/// per MB written halved (0.50 → 0.34 ms/MB, 4 writers) and its profile is left with the two
-/// copies it cannot avoid: the kernel's and tonic's into one buffer per message.
-pub const STREAM_WINDOW: u32 = 8 << 20;
-/// See [`STREAM_WINDOW`].
-pub const CONNECTION_WINDOW: u32 = 32 << 20;
-/// See [`STREAM_WINDOW`]; 2^20 of HTTP/2's 2^14..2^24-1.
-pub const MAX_FRAME_SIZE: u32 = 1 << 20;
-
 /// Sets glibc's allocator up for dn-sim's large messages; the `dn-sim` binary calls it first
 /// thing (not the library: a process embedding dn-sim keeps its own allocator settings).
 ///
@@ -286,9 +271,6 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     }
     let (tx, rx) = oneshot::channel::<()>();
     let router = crate::connections::http2_limits(Server::builder(), &config.connections)
-        .initial_stream_window_size(Some(STREAM_WINDOW))
-        .initial_connection_window_size(Some(CONNECTION_WINDOW))
-        .max_frame_size(Some(MAX_FRAME_SIZE))
         .layer(ResetLayer)
         .layer(crate::inflight::InflightLayer(budget))
         .add_service(crate::health::service().await)
