@@ -327,3 +327,52 @@ fn tls_1_2_only_server_with_mutual_tls() {
         assert_eq!((s.successes(), s.failures()), (20, 0), "{mode}: {}", s.text);
     }
 }
+
+#[test]
+fn a_server_that_never_finishes_the_tls_handshake_is_a_one_line_timeout() {
+    // A port that accepts and then says nothing: the ClientHello is never answered.
+    let pki = TestPki::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let held = std::sync::Arc::clone(&held);
+        std::thread::spawn(move || {
+            for s in listener.incoming().flatten() {
+                held.lock().unwrap().push(s); // kept open, never read
+            }
+        });
+    }
+    for mode in ["per-request", "persistent"] {
+        let started = std::time::Instant::now();
+        let err = run(&[
+            "echo",
+            "--target",
+            &addr,
+            "-n",
+            "5",
+            "--stream-mode",
+            mode,
+            "--connect-timeout",
+            "500ms",
+            "--tls",
+            "--tls-ca",
+            arg(&pki.ca),
+        ])
+        .map(|s| s.text)
+        .unwrap_err();
+        println!("{mode}: {err}");
+        assert!(
+            err.contains("cannot connect to") && err.contains(&addr),
+            "{mode}: {err}"
+        );
+        assert!(err.contains("no answer within 500ms"), "{mode}: {err}");
+        assert_eq!(err.lines().count(), 1, "{mode}: {err}");
+        // Bounded by --connect-timeout, not by the server (generous: the machine is shared).
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{mode}"
+        );
+    }
+    assert!(!held.lock().unwrap().is_empty(), "the client connected");
+}

@@ -76,9 +76,13 @@ pub async fn connect(
             }
         };
         let channel = match tokio::time::timeout(connect_timeout, connecting).await {
+            // tonic's own connect timeout (the same duration, kept for the Channel's reconnects)
+            // may fire first: the same one line as the HTTP/2 client's.
+            Ok(Err(e)) if !timed_out(&e) => {
+                bail!("cannot connect to {hostport}: {}", error_chain(&e))
+            }
             Ok(Ok(channel)) => channel,
-            Ok(Err(e)) => bail!("cannot connect to {hostport}: {}", error_chain(&e)),
-            Err(_) => bail!("cannot connect to {hostport}: no answer within {connect_timeout:?}"),
+            _ => bail!("cannot connect to {hostport}: no answer within {connect_timeout:?}"),
         };
         clients.push(
             XceiverClientProtocolServiceClient::new(channel)
@@ -113,6 +117,22 @@ pub async fn connect_unary(
         }
     }
     Ok(conns)
+}
+
+/// Whether `e` is, or was caused by, a timer's expiry (tonic's connect timeout arrives as an
+/// `io::Error` of kind `TimedOut`).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        let io_timeout = e
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+        if io_timeout || e.is::<tokio::time::error::Elapsed>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// "transport error: connection refused" rather than only the outermost layer.
