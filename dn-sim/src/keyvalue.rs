@@ -292,7 +292,7 @@ impl KeyValueHandler {
             .store
             .create_replica(req.container_id, state, replica_index);
         match result {
-            Ok(c) => match c.set_metadata(&create.metadata) {
+            Ok(c) => match c.set_metadata(&create.metadata, &self.node.datanode_uuid) {
                 Ok(()) => Ok(success(req)),
                 Err(e) => {
                     // Metadata over the account: no container is left behind.
@@ -447,7 +447,7 @@ impl KeyValueHandler {
         if req.close_container.take().is_none() {
             return malformed(req);
         }
-        match c.close() {
+        match c.close(&self.node.datanode_uuid) {
             Ok(()) => success(req),
             Err(e) => fail(req, e),
         }

@@ -1511,3 +1511,88 @@ async fn put_block_size_mismatch_per_release() {
         server.shutdown().await;
     }
 }
+
+/// `dir:` when the `.container` file cannot be rewritten (here: a directory stands where it
+/// goes, so the rename fails): Ozone 2.2.0's `KeyValueContainer.writeToContainerFile` answers
+/// CONTAINER_FILES_CREATE_ERROR "Failed to update container file PATH: <container data>", the
+/// caller puts back the state (CloseContainer: OPEN, with the message naming CLOSING, the state
+/// of its first write), and HddsDispatcher then marks the still-OPEN container UNHEALTHY.
+/// UpdateContainer's failure leaves the container with no metadata (its restore copies from a
+/// view of the map it has just cleared), and, the container being CLOSED, HddsDispatcher's
+/// precondition fails the call with gRPC UNKNOWN.
+#[tokio::test]
+async fn a_container_file_that_cannot_be_rewritten_is_container_files_create_error() {
+    use common::proto::{KeyValue, UpdateContainerRequestProto};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.store = StoreKind::Dir(tmp.path().join("hdds"));
+    let (server, mut c) = server_with(config).await;
+    let kv = |k: &str, v: &str| KeyValue {
+        key: k.into(),
+        value: Some(v.into()),
+    };
+    for id in [5, 6] {
+        let mut create = req(Type::CreateContainer, id);
+        create.create_container = Some(CreateContainerRequestProto {
+            metadata: vec![kv("owner", "ops")],
+            ..Default::default()
+        });
+        expect(&mut c, create, OzoneResult::Success).await;
+    }
+    let file = |id: i64| {
+        tmp.path()
+            .join(format!("hdds/{id}/metadata/{id}.container"))
+    };
+    let block = |id: i64| {
+        std::fs::remove_file(file(id)).unwrap();
+        std::fs::create_dir_all(file(id).join("in-the-way")).unwrap();
+    };
+
+    // CloseContainer of an OPEN container.
+    block(5);
+    let resp = expect(
+        &mut c,
+        close_container(5),
+        OzoneResult::ContainerFilesCreateError,
+    )
+    .await;
+    let path = std::path::absolute(file(5)).unwrap();
+    let message = resp.message.unwrap();
+    let prefix = format!(
+        "Failed to update container file {}: KeyValueContainerData #5 (CLOSING, empty, ri=0, \
+         origin=[dn_",
+        path.display()
+    );
+    assert!(message.starts_with(&prefix), "{message}");
+    assert!(message.ends_with(", pipeline_])"), "{message}");
+    // Put back to OPEN, then marked UNHEALTHY for the failed write; no temporary file left.
+    assert_eq!(state(&mut c, 5).await, State::Unhealthy);
+    let temporary: Vec<_> = std::fs::read_dir(tmp.path().join("hdds/5/metadata"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.contains("tmp"))
+        .collect();
+    assert!(temporary.is_empty(), "{temporary:?}");
+
+    // UpdateContainer (forced) of a CLOSED container.
+    expect(&mut c, close_container(6), OzoneResult::Success).await;
+    block(6);
+    let mut update = req(Type::UpdateContainer, 6);
+    update.update_container = Some(UpdateContainerRequestProto {
+        metadata: vec![kv("owner", "dev"), kv("team", "storage")],
+        force_update: Some(true),
+    });
+    let status = c
+        .send(tokio_stream::once(update))
+        .await
+        .map(|r| r.into_inner());
+    let status = match status {
+        Ok(mut inbound) => inbound.message().await.expect_err("the call fails"),
+        Err(status) => status,
+    };
+    assert_eq!(status.code(), tonic::Code::Unknown, "{status:?}");
+    let data = container_data(&mut c, 6).await;
+    assert_eq!(State::try_from(data.state.unwrap()), Ok(State::Closed));
+    assert!(data.metadata.is_empty(), "{:?}", data.metadata);
+    server.shutdown().await;
+}

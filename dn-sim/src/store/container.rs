@@ -50,6 +50,13 @@ pub struct Container {
 }
 
 /// A container's on-disk metadata.
+/// Which write of the `.container` file failed, for its message.
+#[derive(Clone, Copy)]
+enum DescriptorWrite {
+    Create,
+    Update,
+}
+
 enum Persistence {
     /// memory and discard: nothing on disk.
     None,
@@ -188,11 +195,13 @@ impl Container {
     }
 
     /// Rewrites the `.container` file from the container's state now (`dir:` only; rare:
-    /// create, close, UNHEALTHY, UpdateContainer, blocking I/O). A failure is logged: the state
-    /// has changed in memory and serving goes on, but a restart would see the old one.
-    fn persist_descriptor(&self) {
+    /// create, close, UNHEALTHY, UpdateContainer; blocking I/O). A failure is Ozone's
+    /// `KeyValueContainer.writeToContainerFile` (2.0.0 to 2.2.0): CONTAINER_FILES_CREATE_ERROR,
+    /// "Failed to {create|update} container file PATH: " and the container data as they are now
+    /// (the caller then undoes its change, as Ozone's callers do).
+    fn persist_descriptor(&self, write: DescriptorWrite, datanode_uuid: &str) -> StoreResult<()> {
         let Persistence::Db(db) = &self.persistence else {
-            return;
+            return Ok(());
         };
         let descriptor = Descriptor {
             id: self.id,
@@ -200,9 +209,21 @@ impl Container {
             replica_index: self.replica_index,
             metadata: read(&self.metadata).clone(),
         };
-        if let Err(e) = db.write_descriptor(&descriptor) {
+        db.write_descriptor(&descriptor).map_err(|e| {
             tracing::warn!(container = self.id, error = %e, "cannot write the .container file");
-        }
+            let op = match write {
+                DescriptorWrite::Create => "create",
+                DescriptorWrite::Update => "update",
+            };
+            StoreError::new(
+                OzoneResult::ContainerFilesCreateError,
+                format!(
+                    "Failed to {op} container file {}: {}",
+                    db.descriptor_path().display(),
+                    self.describe(datanode_uuid)
+                ),
+            )
+        })
     }
 
     pub fn id(&self) -> i64 {
@@ -312,18 +333,38 @@ impl Container {
             return Err(StoreError::new(OzoneResult::UnsupportedRequest, msg));
         }
         self.add_metadata(metadata)?;
-        self.persist_descriptor();
-        Ok(())
+        self.persist_descriptor(DescriptorWrite::Update, datanode_uuid)
+            .inspect_err(|_| {
+                // What `KeyValueContainer.update` (2.0.0 to 2.2.0) leaves: it "restores" the old
+                // metadata with `setMetadata(oldMetadata)`, but `oldMetadata` is
+                // `getMetadata()`, an unmodifiable view of the very map `setMetadata` clears
+                // before copying from it, so the container is left with no metadata at all.
+                self.clear_metadata();
+            })
     }
 
     /// CreateContainer's metadata.
-    pub fn set_metadata(&self, metadata: &[KeyValue]) -> StoreResult<()> {
+    pub fn set_metadata(&self, metadata: &[KeyValue], datanode_uuid: &str) -> StoreResult<()> {
         if metadata.is_empty() {
             return Ok(());
         }
         self.add_metadata(metadata)?;
-        self.persist_descriptor();
-        Ok(())
+        self.persist_descriptor(DescriptorWrite::Create, datanode_uuid)
+    }
+
+    /// Drops every metadata entry, giving their charge back to the metadata account.
+    fn clear_metadata(&self) {
+        let mut map = write(&self.metadata);
+        let freed: u64 = map
+            .iter()
+            .map(|(k, v)| (size_of::<KeyValue>() + k.len() + v.len()) as u64)
+            .sum();
+        map.clear();
+        let cost = self.metadata_cost.load(Ordering::Acquire);
+        self.metadata_cost
+            .store(cost.saturating_sub(freed), Ordering::Release);
+        drop(map);
+        self.release_meta(freed);
     }
 
     /// Adds (or replaces) metadata entries, charging their growth to the metadata account:
@@ -443,18 +484,46 @@ impl Container {
     }
 
     /// CloseContainer: OPEN, RECOVERING, CLOSING and QUASI_CLOSED become CLOSED; closing a
-    /// CLOSED container succeeds; UNHEALTHY answers CONTAINER_UNHEALTHY.
-    pub fn close(&self) -> StoreResult<()> {
+    /// CLOSED container succeeds; UNHEALTHY answers CONTAINER_UNHEALTHY. With `dir:`, a
+    /// `.container` file that cannot be rewritten leaves the state as it was and answers
+    /// CONTAINER_FILES_CREATE_ERROR (`KeyValueContainer.updateContainerData`; Ozone writes the
+    /// file at CLOSING first, so its message names CLOSING for an OPEN container).
+    pub fn close(&self, datanode_uuid: &str) -> StoreResult<()> {
         loop {
             let current = self.state();
             let result = match current {
                 State::Closed => return Ok(()),
                 State::Open | State::Recovering | State::Closing | State::QuasiClosed => {
-                    if self.transition(current, State::Closed) {
-                        self.persist_descriptor();
-                        return Ok(());
+                    if !matches!(self.persistence, Persistence::Db(_)) {
+                        if self.transition(current, State::Closed) {
+                            return Ok(());
+                        }
+                        continue;
                     }
-                    continue;
+                    // Ozone's markContainerForClose writes CLOSING first for an OPEN or
+                    // RECOVERING container, then close() writes CLOSED; each failed write puts
+                    // back the state before it.
+                    let steps: &[State] = match current {
+                        State::Open | State::Recovering => &[State::Closing, State::Closed],
+                        _ => &[State::Closed],
+                    };
+                    if !self.transition(current, steps[0]) {
+                        continue;
+                    }
+                    let mut before = current;
+                    for (i, &step) in steps.iter().enumerate() {
+                        if i > 0 {
+                            self.state.store(step as i32, Ordering::Release);
+                        }
+                        if let Err(e) =
+                            self.persist_descriptor(DescriptorWrite::Update, datanode_uuid)
+                        {
+                            self.state.store(before as i32, Ordering::Release);
+                            return Err(e);
+                        }
+                        before = step;
+                    }
+                    return Ok(());
                 }
                 State::Unhealthy => OzoneResult::ContainerUnhealthy,
                 State::Invalid => OzoneResult::InvalidContainerState,
@@ -480,7 +549,9 @@ impl Container {
                 return false;
             }
             if self.transition(current, State::Unhealthy) {
-                self.persist_descriptor();
+                // A failed write is only logged: HddsDispatcher keeps the container UNHEALTHY
+                // in memory and answers the request's own failure.
+                let _ = self.persist_descriptor(DescriptorWrite::Update, "");
                 return true;
             }
         }

@@ -329,8 +329,15 @@ impl ContainerDb {
         })
     }
 
+    /// The `.container` file's absolute path.
+    pub fn descriptor_path(&self) -> PathBuf {
+        let path = container_file(&self.dir, self.id);
+        std::path::absolute(&path).unwrap_or(path)
+    }
+
     /// Replaces the `.container` file with `descriptor` (temporary file, rename; with `--sync`
-    /// the file and the directory entry are fsynced).
+    /// the file and the directory entry are fsynced). A failure leaves the old file and no
+    /// temporary one (as `KeyValueContainer.writeToContainerFile` deletes its temporary file).
     pub fn write_descriptor(&self, descriptor: &Descriptor) -> io::Result<()> {
         let _one_writer = self
             .descriptor_lock
@@ -338,15 +345,20 @@ impl ContainerDb {
             .unwrap_or_else(PoisonError::into_inner);
         let path = container_file(&self.dir, self.id);
         let tmp = path.with_extension("container.tmp");
-        {
+        let written = (|| {
             use std::io::Write;
             let mut file = std::fs::File::create(&tmp)?;
             file.write_all(descriptor.to_yaml(&self.dir).as_bytes())?;
             if self.sync {
                 file.sync_all()?;
             }
+            drop(file);
+            std::fs::rename(&tmp, &path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
-        std::fs::rename(&tmp, &path)?;
+        written?;
         if self.sync {
             sync_dir(&metadata_dir(&self.dir))?;
         }

@@ -103,9 +103,9 @@ fn container_states_follow_the_datanode() {
     let s = store(StoreKind::Memory, 100);
     let c = s.lookup(C).unwrap();
     assert_eq!(c.check_open(), Ok(()));
-    c.close().unwrap();
+    c.close("dn").unwrap();
     assert_eq!(c.state(), State::Closed);
-    c.close().unwrap(); // idempotent
+    c.close("dn").unwrap(); // idempotent
     let e = c.check_open().unwrap_err();
     assert_eq!(e.result, OzoneResult::ClosedContainerIo);
     assert!(e.message.ends_with("ContainerState is CLOSED"), "{e}");
@@ -115,13 +115,13 @@ fn container_states_follow_the_datanode() {
     assert!(u.mark_unhealthy());
     assert!(!u.mark_unhealthy());
     assert_eq!(code(u.check_open()), OzoneResult::ContainerUnhealthy);
-    assert_eq!(code(u.close()), OzoneResult::ContainerUnhealthy);
+    assert_eq!(code(u.close("dn")), OzoneResult::ContainerUnhealthy);
     let q = s.create(12, State::QuasiClosed).unwrap();
     assert_eq!(code(q.check_open()), OzoneResult::ClosedContainerIo);
-    q.close().unwrap();
+    q.close("dn").unwrap();
     let i = s.create(13, State::Invalid).unwrap();
     assert_eq!(code(i.check_open()), OzoneResult::InvalidContainerState);
-    assert_eq!(code(i.close()), OzoneResult::InvalidContainerState);
+    assert_eq!(code(i.close("dn")), OzoneResult::InvalidContainerState);
 }
 
 #[tokio::test]
@@ -464,7 +464,7 @@ async fn ec_replicas_delete_and_update() {
     write(&c, 1, 0, data(100, 1)).await.unwrap();
     let put = PutBlock::new(block_data(1, vec![chunk(0, 100)], None), true).unwrap();
     c.put_block(put).await.unwrap();
-    c.close().unwrap();
+    c.close("dn").unwrap();
     assert_eq!(
         c.check_delete(false).unwrap_err().result,
         OzoneResult::DeleteOnNonEmptyContainer
@@ -491,7 +491,7 @@ async fn ec_replicas_delete_and_update() {
         .map(|k| (k.key, k.value.unwrap()))
         .collect();
     assert_eq!(keys, [("a".into(), "3".into()), ("b".into(), "2".into())]);
-    ec.close().unwrap();
+    ec.close("dn").unwrap();
     let e = ec.update(&[kv("c", "1")], false, "dn").unwrap_err();
     assert_eq!(e.result, OzoneResult::UnsupportedRequest);
     assert!(
@@ -635,12 +635,15 @@ async fn dir_restart_serves_what_was_committed_as_the_datanode_does() {
         assert_eq!((c.bytes_used(), c.block_count()), (5800, 2));
         let closed = s.lookup(8).unwrap();
         closed
-            .set_metadata(&[common::proto::KeyValue {
-                key: "owner".into(),
-                value: Some("crash test".into()),
-            }])
+            .set_metadata(
+                &[common::proto::KeyValue {
+                    key: "owner".into(),
+                    value: Some("crash test".into()),
+                }],
+                "dn",
+            )
             .unwrap();
-        closed.close().unwrap();
+        closed.close("dn").unwrap();
         assert!(s.lookup(9).unwrap().mark_unhealthy());
         s.create(10, State::Recovering).unwrap();
         s.create_replica(11, State::Recovering, 2).unwrap();
