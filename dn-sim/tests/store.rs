@@ -1526,6 +1526,7 @@ async fn a_container_file_that_cannot_be_rewritten_is_container_files_create_err
     let tmp = tempfile::tempdir().unwrap();
     let mut config = Config::loopback();
     config.store = StoreKind::Dir(tmp.path().join("hdds"));
+    config.datanode_uuid = "dn-test".into();
     let (server, mut c) = server_with(config).await;
     let kv = |k: &str, v: &str| KeyValue {
         key: k.into(),
@@ -1557,14 +1558,14 @@ async fn a_container_file_that_cannot_be_rewritten_is_container_files_create_err
     )
     .await;
     let path = std::path::absolute(file(5)).unwrap();
-    let message = resp.message.unwrap();
-    let prefix = format!(
-        "Failed to update container file {}: KeyValueContainerData #5 (CLOSING, empty, ri=0, \
-         origin=[dn_",
-        path.display()
+    assert_eq!(
+        resp.message.unwrap(),
+        format!(
+            "Failed to update container file {}: KeyValueContainerData #5 (CLOSING, empty, \
+             ri=0, origin=[dn_dn-test, pipeline_])",
+            path.display()
+        )
     );
-    assert!(message.starts_with(&prefix), "{message}");
-    assert!(message.ends_with(", pipeline_])"), "{message}");
     // Put back to OPEN, then marked UNHEALTHY for the failed write; no temporary file left.
     assert_eq!(state(&mut c, 5).await, State::Unhealthy);
     let temporary: Vec<_> = std::fs::read_dir(tmp.path().join("hdds/5/metadata"))
@@ -1595,4 +1596,35 @@ async fn a_container_file_that_cannot_be_rewritten_is_container_files_create_err
     assert_eq!(State::try_from(data.state.unwrap()), Ok(State::Closed));
     assert!(data.metadata.is_empty(), "{:?}", data.metadata);
     server.shutdown().await;
+
+    // Ozone 2.0.0's message.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.store = StoreKind::Dir(tmp.path().join("hdds"));
+    config.ozone_version = "2.0".parse().unwrap();
+    let (server, mut c) = server_with(config).await;
+    expect(&mut c, req_create(7), OzoneResult::Success).await;
+    let file = tmp.path().join("hdds/7/metadata/7.container");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    let resp = expect(
+        &mut c,
+        close_container(7),
+        OzoneResult::ContainerFilesCreateError,
+    )
+    .await;
+    assert_eq!(
+        resp.message.unwrap(),
+        format!(
+            "Error while creating/updating container file. ContainerID: 7, container path: {}",
+            std::path::absolute(&file).unwrap().display()
+        )
+    );
+    server.shutdown().await;
+}
+
+fn req_create(container: i64) -> Req {
+    let mut create = req(Type::CreateContainer, container);
+    create.create_container = Some(CreateContainerRequestProto::default());
+    create
 }

@@ -196,9 +196,10 @@ impl Container {
 
     /// Rewrites the `.container` file from the container's state now (`dir:` only; rare:
     /// create, close, UNHEALTHY, UpdateContainer; blocking I/O). A failure is Ozone's
-    /// `KeyValueContainer.writeToContainerFile` (2.0.0 to 2.2.0): CONTAINER_FILES_CREATE_ERROR,
-    /// "Failed to {create|update} container file PATH: " and the container data as they are now
-    /// (the caller then undoes its change, as Ozone's callers do).
+    /// `KeyValueContainer.writeToContainerFile`: CONTAINER_FILES_CREATE_ERROR, "Failed to
+    /// {create|update} container file PATH: " and the container data as they are now (2.1.0,
+    /// 2.2.0; 2.0.0: "Error while creating/updating container file. ContainerID: ID, container
+    /// path: PATH"); the caller then undoes its change, as Ozone's callers do.
     fn persist_descriptor(&self, write: DescriptorWrite, datanode_uuid: &str) -> StoreResult<()> {
         let Persistence::Db(db) = &self.persistence else {
             return Ok(());
@@ -215,14 +216,22 @@ impl Container {
                 DescriptorWrite::Create => "create",
                 DescriptorWrite::Update => "update",
             };
-            StoreError::new(
-                OzoneResult::ContainerFilesCreateError,
+            let path = db.descriptor_path();
+            let message = if self.shared.version().at_least(OzoneVersion::V2_1) {
                 format!(
                     "Failed to {op} container file {}: {}",
-                    db.descriptor_path().display(),
+                    path.display(),
                     self.describe(datanode_uuid)
-                ),
-            )
+                )
+            } else {
+                format!(
+                    "Error while creating/updating container file. ContainerID: {}, container \
+                     path: {}",
+                    self.id,
+                    path.display()
+                )
+            };
+            StoreError::new(OzoneResult::ContainerFilesCreateError, message)
         })
     }
 
