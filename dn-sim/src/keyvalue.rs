@@ -130,12 +130,12 @@ impl KeyValueHandler {
             }
             // ReadBlock bypasses KeyValueHandler.handle: no node check, nothing marked.
             Type::ReadBlock => return Ok(self.read_block(&mut req).await),
-            Type::CreateContainer => return self.create_container(&mut req),
+            Type::CreateContainer => return self.create_container(&mut req).await,
             _ => {}
         }
         // Steps 4–5: the container, auto-created for WriteChunk, PutBlock, PutSmallFile and
         // StreamInit (always: no release has `containerAutoCreate`); else CONTAINER_NOT_FOUND.
-        let container = match self.container_for(cmd, &req) {
+        let container = match self.container_for(cmd, &req).await {
             Ok(c) => c,
             Err(e) => return Ok(fail(&mut req, e)),
         };
@@ -164,7 +164,7 @@ impl KeyValueHandler {
         let resp = match cmd {
             Type::ReadContainer => self.read_container(c, r),
             Type::UpdateContainer => self.update_container(c, r),
-            Type::DeleteContainer => self.delete_container(c, r),
+            Type::DeleteContainer => self.delete_container(c, r).await,
             Type::CloseContainer => self.close_container(c, r),
             Type::GetContainerChecksumInfo => self.checksum_info(c, r).await,
             Type::PutBlock => self.put_block(c, r).await,
@@ -225,7 +225,7 @@ impl KeyValueHandler {
         None
     }
 
-    fn container_for(&self, cmd: Type, req: &Request) -> StoreResult<Arc<Container>> {
+    async fn container_for(&self, cmd: Type, req: &Request) -> StoreResult<Arc<Container>> {
         if let Some(c) = self.store.get(req.container_id) {
             return Ok(c);
         }
@@ -257,13 +257,14 @@ impl KeyValueHandler {
         }
         self.store
             .try_get_or_create_replica(req.container_id, replica_index)
+            .await
     }
 
     /// CreateContainer: OPEN (or the requested `state`), with `replicaIndex` and `metadata`;
     /// CONTAINER_ALREADY_EXISTS if present (which 2.0 and 2.1 count as a failed write of the
     /// existing container). An EC replica (`replicaIndex` > 0) must name this DataNode: else its
     /// INVALID_ARGUMENT meets a null container in the dispatcher, which throws (gRPC UNKNOWN).
-    pub fn create_container(&self, req: &mut Request) -> Result<Response, Status> {
+    pub async fn create_container(&self, req: &mut Request) -> Result<Response, Status> {
         let Some(create) = req.create_container.take() else {
             return Ok(malformed(req));
         };
@@ -290,13 +291,14 @@ impl KeyValueHandler {
             .unwrap_or(State::Open);
         let result = self
             .store
-            .create_replica(req.container_id, state, replica_index);
+            .create_replica_async(req.container_id, state, replica_index)
+            .await;
         match result {
             Ok(c) => match c.set_metadata(&create.metadata, &self.node.datanode_uuid) {
                 Ok(()) => Ok(success(req)),
                 Err(e) => {
                     // Metadata over the account: no container is left behind.
-                    self.store.remove(c.id());
+                    self.store.remove_async(c.id()).await;
                     Ok(fail(req, e))
                 }
             },
@@ -331,13 +333,13 @@ impl KeyValueHandler {
 
     /// DeleteContainer: see [`Container::check_delete`]; on success the container is gone
     /// (later requests: CONTAINER_NOT_FOUND, a write auto-creates it again).
-    pub fn delete_container(&self, c: &Container, req: &mut Request) -> Response {
+    pub async fn delete_container(&self, c: &Container, req: &mut Request) -> Response {
         let Some(delete) = req.delete_container.take() else {
             return malformed(req);
         };
         match c.check_delete(delete.force_delete.unwrap_or(false)) {
             Ok(()) => {
-                self.store.remove(c.id());
+                self.store.remove_async(c.id()).await;
                 success(req)
             }
             Err(e) => fail(req, e),

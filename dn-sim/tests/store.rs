@@ -1628,3 +1628,71 @@ fn req_create(container: i64) -> Req {
     create.create_container = Some(CreateContainerRequestProto::default());
     create
 }
+
+/// `dir:` creations on the request path run one at a time off the runtime threads (Ozone's
+/// containerCreationLock): concurrent CreateContainers of one ID give exactly one SUCCESS, of
+/// distinct IDs all succeed with their directories made; a deleted container's directory is
+/// gone and a new creation of the ID makes it again; WriteChunk's auto-create takes the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dir_creations_are_serialized_and_deletions_wait_for_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.store = StoreKind::Dir(tmp.path().join("hdds"));
+    let (server, c) = server_with(config).await;
+    let results = |reqs: Vec<Req>| {
+        let c = c.clone();
+        async move {
+            let mut tasks = Vec::new();
+            for r in reqs {
+                let mut c = c.clone();
+                tasks.push(tokio::spawn(async move { one(&mut c, r).await.result }));
+            }
+            let mut out = Vec::new();
+            for t in tasks {
+                out.push(OzoneResult::try_from(t.await.unwrap()).unwrap());
+            }
+            out
+        }
+    };
+    let same = results((0..32).map(|_| req_create(500)).collect()).await;
+    let successes = same.iter().filter(|r| **r == OzoneResult::Success).count();
+    assert_eq!(successes, 1, "{same:?}");
+    assert!(
+        same.iter().all(|r| matches!(
+            r,
+            OzoneResult::Success | OzoneResult::ContainerAlreadyExists
+        )),
+        "{same:?}"
+    );
+    let distinct = results((600..632).map(req_create).collect()).await;
+    assert!(
+        distinct.iter().all(|r| *r == OzoneResult::Success),
+        "{distinct:?}"
+    );
+    let auto = results(
+        (700..716)
+            .flat_map(|id| {
+                [
+                    write_chunk(id, 1, 0, data(100, 1)),
+                    write_chunk(id, 2, 0, data(100, 2)),
+                ]
+            })
+            .collect(),
+    )
+    .await;
+    assert!(auto.iter().all(|r| *r == OzoneResult::Success), "{auto:?}");
+    for id in (600..632).chain(700..716) {
+        assert!(
+            tmp.path()
+                .join(format!("hdds/{id}/metadata/{id}.container"))
+                .is_file(),
+            "{id}"
+        );
+    }
+    let mut c2 = c.clone();
+    expect(&mut c2, delete_container(600, true), OzoneResult::Success).await;
+    assert!(!tmp.path().join("hdds/600").exists());
+    expect(&mut c2, req_create(600), OzoneResult::Success).await;
+    assert!(tmp.path().join("hdds/600/metadata/600.container").is_file());
+    server.shutdown().await;
+}

@@ -162,7 +162,7 @@ mod tests {
         assert_eq!(s.metadata_used(), 0);
         let mut made = 0;
         let e = loop {
-            match s.try_get_or_create_replica(1000 + made, 0) {
+            match s.try_get_or_create_replica(1000 + made, 0).await {
                 Ok(_) => made += 1,
                 Err(e) => break e,
             }
@@ -180,7 +180,7 @@ mod tests {
         assert!(s.remove(1000));
         assert!(s.remove(1));
         assert_eq!(s.metadata_used(), 7 * CONTAINER_COST);
-        assert!(s.try_get_or_create_replica(2000, 0).is_ok());
+        assert!(s.try_get_or_create_replica(2000, 0).await.is_ok());
     }
 
     #[test]

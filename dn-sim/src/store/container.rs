@@ -57,13 +57,25 @@ enum DescriptorWrite {
     Update,
 }
 
-enum Persistence {
+pub(super) enum Persistence {
     /// memory and discard: nothing on disk.
     None,
     /// `dir:`: its container DB and `.container` file.
     Db(Arc<ContainerDb>),
     /// `dir:`, but they could not be created: every PutBlock answers IO_EXCEPTION with this.
     Broken(String),
+}
+
+impl Persistence {
+    /// A container whose metadata could not be created in `dir`.
+    pub(super) fn broken(id: i64, dir: &std::path::Path, e: &dyn std::fmt::Display) -> Self {
+        let message = format!(
+            "Container {id}: cannot create its metadata in {}: {e}",
+            dir.display()
+        );
+        tracing::warn!("{message}");
+        Persistence::Broken(message)
+    }
 }
 
 impl std::fmt::Debug for Container {
@@ -78,17 +90,17 @@ impl std::fmt::Debug for Container {
 }
 
 impl Container {
-    /// A new container; with `dir:` its directories, container DB and `.container` file are
-    /// created here (blocking I/O, once per container). `charged`: what the store charged the
-    /// metadata account for the container itself.
-    pub(super) fn new(
+    /// What a new container keeps on disk: with `dir:` its directories, container DB and
+    /// `.container` file, created here (blocking I/O, once per container; the request path runs
+    /// it on the blocking pool, see [`super::ContainerStore::create_replica_async`]); nothing
+    /// for the other stores.
+    pub(super) fn persistence_for(
+        shared: &Shared,
         id: i64,
         state: State,
         replica_index: i32,
-        shared: Arc<Shared>,
-        charged: u64,
-    ) -> Self {
-        let persistence = match &shared.kind {
+    ) -> Persistence {
+        match &shared.kind {
             StoreKind::Dir(_) => {
                 let dir = shared.container_path(id);
                 let descriptor = Descriptor {
@@ -99,18 +111,23 @@ impl Container {
                 };
                 match ContainerDb::create(&dir, &descriptor, shared.sync) {
                     Ok(db) => Persistence::Db(Arc::new(db)),
-                    Err(e) => {
-                        let message = format!(
-                            "Container {id}: cannot create its metadata in {}: {e}",
-                            dir.display()
-                        );
-                        tracing::warn!("{message}");
-                        Persistence::Broken(message)
-                    }
+                    Err(e) => Persistence::broken(id, &dir, &e),
                 }
             }
             _ => Persistence::None,
-        };
+        }
+    }
+
+    /// A new container with the `persistence` [`Container::persistence_for`] made. `charged`:
+    /// what the store charged the metadata account for the container itself.
+    pub(super) fn new(
+        id: i64,
+        state: State,
+        replica_index: i32,
+        shared: Arc<Shared>,
+        charged: u64,
+        persistence: Persistence,
+    ) -> Self {
         Self {
             id,
             state: AtomicI32::new(state as i32),

@@ -50,6 +50,7 @@ mod tests;
 
 pub use block::{NONE_READ_BUFFER, PutBlock, concat, read_piece_size};
 pub use container::Container;
+use container::Persistence;
 pub use verify::ChecksumVerifier;
 
 use crate::containers::ContainerIds;
@@ -250,6 +251,18 @@ type Shard = RwLock<HashMap<i64, Arc<Container>>>;
 pub struct ContainerStore {
     shared: Arc<Shared>,
     shards: Box<[Shard]>,
+    /// Serializes the creation and removal of containers on the request path, as Ozone's
+    /// `KeyValueHandler.containerCreationLock` serializes creations: with `dir:` they do disk
+    /// I/O (on the blocking pool, never under a shard lock or on a runtime thread), and a
+    /// removal must not delete a directory a creation of the same ID is filling.
+    lifecycle: tokio::sync::Mutex<()>,
+}
+
+fn already_exists() -> StoreError {
+    StoreError::new(
+        OzoneResult::ContainerAlreadyExists,
+        "Container creation failed because key value container already exists",
+    )
 }
 
 impl ContainerStore {
@@ -295,6 +308,7 @@ impl ContainerStore {
                 sync: sync && kind_is_dir,
             }),
             shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+            lifecycle: tokio::sync::Mutex::new(()),
         };
         store.restore()?;
         Ok(store)
@@ -453,7 +467,9 @@ impl ContainerStore {
         self.create_replica(id, state, 0)
     }
 
-    /// [`ContainerStore::create`] of an EC replica (`replicaIndex` > 0; 0 = not EC).
+    /// [`ContainerStore::create`] of an EC replica (`replicaIndex` > 0; 0 = not EC). With
+    /// `dir:` this blocks on disk I/O under a shard lock: for start-up and tests; requests use
+    /// [`ContainerStore::create_replica_async`].
     pub fn create_replica(
         &self,
         id: i64,
@@ -462,20 +478,55 @@ impl ContainerStore {
     ) -> StoreResult<Arc<Container>> {
         let mut shard = write(self.shard(id));
         if shard.contains_key(&id) {
-            return Err(StoreError::new(
-                OzoneResult::ContainerAlreadyExists,
-                "Container creation failed because key value container already exists",
-            ));
+            return Err(already_exists());
         }
         self.shared.reserve_meta(id, bounds::CONTAINER_COST)?;
+        let persistence = Container::persistence_for(&self.shared, id, state, replica_index);
         let container = Arc::new(Container::new(
             id,
             state,
             replica_index,
             Arc::clone(&self.shared),
             bounds::CONTAINER_COST,
+            persistence,
         ));
         shard.insert(id, Arc::clone(&container));
+        Ok(container)
+    }
+
+    /// [`ContainerStore::create_replica`] for a request: one creation or removal at a time, the
+    /// `dir:` store's disk work on the blocking pool, the shard locked only to insert. Requests
+    /// for the container meanwhile find no container, as on a DataNode until its creation ends.
+    pub async fn create_replica_async(
+        &self,
+        id: i64,
+        state: State,
+        replica_index: i32,
+    ) -> StoreResult<Arc<Container>> {
+        if !matches!(self.shared.kind, StoreKind::Dir(_)) {
+            return self.create_replica(id, state, replica_index);
+        }
+        let _one_at_a_time = self.lifecycle.lock().await;
+        if self.get(id).is_some() {
+            return Err(already_exists());
+        }
+        self.shared.reserve_meta(id, bounds::CONTAINER_COST)?;
+        let shared = Arc::clone(&self.shared);
+        let persistence = tokio::task::spawn_blocking(move || {
+            Container::persistence_for(&shared, id, state, replica_index)
+        })
+        .await
+        .unwrap_or_else(|e| Persistence::broken(id, &self.shared.container_path(id), &e));
+        let container = Arc::new(Container::new(
+            id,
+            state,
+            replica_index,
+            Arc::clone(&self.shared),
+            bounds::CONTAINER_COST,
+            persistence,
+        ));
+        // Nothing else inserts on the request path while the lifecycle lock is held.
+        write(self.shard(id)).insert(id, Arc::clone(&container));
         Ok(container)
     }
 
@@ -495,19 +546,23 @@ impl ContainerStore {
         }
         let mut shard = write(self.shard(id));
         Arc::clone(shard.entry(id).or_insert_with(|| {
+            let persistence =
+                Container::persistence_for(&self.shared, id, State::Open, replica_index);
             Arc::new(Container::new(
                 id,
                 State::Open,
                 replica_index,
                 Arc::clone(&self.shared),
                 0,
+                persistence,
             ))
         }))
     }
 
     /// [`ContainerStore::get_or_create_replica`] for a request (the auto-create of writes): a new
-    /// container must fit in the metadata account, else DISK_OUT_OF_SPACE.
-    pub fn try_get_or_create_replica(
+    /// container must fit in the metadata account, else DISK_OUT_OF_SPACE. Created as
+    /// [`ContainerStore::create_replica_async`] creates.
+    pub async fn try_get_or_create_replica(
         &self,
         id: i64,
         replica_index: i32,
@@ -515,12 +570,37 @@ impl ContainerStore {
         if let Some(c) = self.get(id) {
             return Ok(c);
         }
-        match self.create_replica(id, State::Open, replica_index) {
+        match self
+            .create_replica_async(id, State::Open, replica_index)
+            .await
+        {
             Ok(c) => Ok(c),
             // Created by a concurrent request in between.
             Err(e) if e.result == OzoneResult::ContainerAlreadyExists => self.lookup(id),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`ContainerStore::remove`] for a request: after any creation in progress, the `dir:`
+    /// store's directory deleted on the blocking pool.
+    pub async fn remove_async(&self, id: i64) -> bool {
+        if !matches!(self.shared.kind, StoreKind::Dir(_)) {
+            return self.remove(id);
+        }
+        let _one_at_a_time = self.lifecycle.lock().await;
+        let Some(container) = write(self.shard(id)).remove(&id) else {
+            return false;
+        };
+        container.release_all();
+        let path = self.shared.container_path(id);
+        let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&path)).await;
+        match removed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Ok(Err(e)) => tracing::warn!(container = id, error = %e, "cannot remove container dir"),
+            Err(e) => tracing::warn!(container = id, error = %e, "cannot remove container dir"),
+        }
+        true
     }
 
     /// DeleteContainer: removes the container and frees what it held (its block files too, with
