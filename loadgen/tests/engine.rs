@@ -2,6 +2,8 @@
 //! correction, error kinds, stream modes, open-loop schedules, warm-up, reports and merge, live
 //! outputs, a target restart, and Ctrl-C.
 
+mod support;
+
 use clap::Parser;
 use dn_sim::EmbeddedServer;
 use dn_sim::admission::LiveSettings;
@@ -434,44 +436,16 @@ fn a_restarting_target_is_reconnected_and_failures_are_counted() {
 
 #[test]
 fn ctrl_c_mid_run_still_prints_the_report() {
-    use std::io::{BufRead, Read};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
-        .args(["echo", "--duration", "60s", "-t", "2"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for the first progress line: the run (and its signal handler) is going.
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut lines = std::io::BufReader::new(stderr).lines();
-        let mut all = String::new();
-        for line in lines.by_ref().map_while(Result::ok) {
-            if line.starts_with("Progress:") {
-                let _ = tx.send(());
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .expect("a progress line");
-    let started = Instant::now();
-    // SAFETY: sends SIGINT to the child we spawned.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    assert_eq!(rc, 0);
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let status = child.wait().unwrap();
-    let stderr = reader.join().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
+    let support::Interrupted {
+        status,
+        stdout,
+        stderr,
+        stopping,
+    } = support::sigint_after_first_progress(
+        &["echo", "--duration", "60s", "-t", "2"],
+        Duration::from_secs(20),
+    );
+    assert!(stopping < Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("Successful executions: "), "{stdout}");
     assert!(stdout.contains("stopped by a signal"), "{stdout}");

@@ -98,9 +98,13 @@ fn warm_up_writes_are_excluded_from_every_statistic() {
 
 #[test]
 fn ctrl_c_mid_write_closes_the_streams_and_prints_the_report() {
-    use std::io::{BufRead, Read};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
-        .args([
+    let support::Interrupted {
+        status,
+        stdout,
+        stderr,
+        stopping,
+    } = support::sigint_after_first_progress(
+        &[
             "write",
             "--duration",
             "60s",
@@ -112,43 +116,10 @@ fn ctrl_c_mid_write_closes_the_streams_and_prints_the_report() {
             "NONE",
             "--format",
             "json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if line.starts_with("Progress:") {
-                let _ = tx.send(());
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("a progress line");
-    let started = Instant::now();
-    // SAFETY: sends SIGINT to the child we spawned.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    assert_eq!(rc, 0);
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let status = child.wait().unwrap();
-    let stderr = reader.join().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(stopping < Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stderr.contains("stopping"), "{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).expect("a JSON report");

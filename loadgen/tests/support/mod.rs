@@ -41,3 +41,66 @@ pub fn run_block(args: &[&str]) -> loadgen::Summary {
 pub fn errors_of(s: &loadgen::Summary, kind: &str) -> Option<u64> {
     s.results.errors.get(kind).map(|e| e.count)
 }
+
+/// What a loadgen process printed and returned after [`sigint_after_first_progress`].
+pub struct Interrupted {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    /// From the SIGINT to the exit.
+    pub stopping: std::time::Duration,
+}
+
+/// Runs the loadgen binary with `args`, waits (up to `wait`) for its first progress line, so
+/// that the run and its signal handler are going, sends it SIGINT and collects what it prints.
+pub fn sigint_after_first_progress(args: &[&str], wait: std::time::Duration) -> Interrupted {
+    use std::io::{BufRead, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.starts_with("Progress:") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    if rx.recv_timeout(wait).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "no progress line within {wait:?}:\n{}",
+            reader.join().unwrap()
+        );
+    }
+    let started = std::time::Instant::now();
+    // SAFETY: sends SIGINT to the child this function spawned.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = child.wait().unwrap();
+    Interrupted {
+        status,
+        stdout,
+        stderr: reader.join().unwrap(),
+        stopping: started.elapsed(),
+    }
+}
