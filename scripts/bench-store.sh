@@ -27,11 +27,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-if [ -z "${LOADGEN:-}" ] || [ -z "${DN_SIM:-}" ]; then
-    CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1} cargo build --release -q -p dn-sim -p loadgen --bins
-fi
-LOADGEN=${LOADGEN:-${CARGO_TARGET_DIR:-target}/release/loadgen}
-DN_SIM=${DN_SIM:-${CARGO_TARGET_DIR:-target}/release/dn-sim}
+release_binaries
 
 work=$(mktemp -d)
 dn_pid=""
@@ -40,14 +36,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-
-wait_port() {
-    local deadline=$((SECONDS + 30))
-    until (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
-        [ $SECONDS -ge $deadline ] && { echo "dn-sim never listened on $1" >&2; return 1; }
-        sleep 0.1
-    done
-}
 
 # cell NAME STORE_FLAGS CONTAINERS WORKERS_EACH SHAPE_FLAGS
 cell() {

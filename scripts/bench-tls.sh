@@ -47,28 +47,11 @@ done
 
 command -v openssl >/dev/null 2>&1 || ensure_debian_packages openssl
 command -v python3 >/dev/null 2>&1 || ensure_debian_packages python3
-export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
-build=()
-[[ -n "${DN_SIM:-}" ]] || build+=(-p dn-sim)
-[[ -n "${LOADGEN:-}" ]] || build+=(-p loadgen)
-if [[ ${#build[@]} -gt 0 ]]; then
-    echo "building ${build[*]} (release)..." >&2
-    cargo build -q --release "${build[@]}"
-fi
-LOADGEN=${LOADGEN:-${CARGO_TARGET_DIR:-target}/release/loadgen}
-DN_SIM=${DN_SIM:-${CARGO_TARGET_DIR:-target}/release/dn-sim}
+release_binaries
 read -r -a echo_args <<<"${ECHO_ARGS:--t 16 --clients 2}"
 read -r -a write_args <<<"${WRITE_ARGS:--t 4 --clients 1}"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+scratch_and_cleanup
 
 # A CA and a server certificate for 127.0.0.1 it signed. P-256 rather than Ozone's default RSA
 # (hdds.key.algo): each connection does one handshake, so the key type hardly shows; the bulk
@@ -92,12 +75,8 @@ tls_port=$(free_port)
     --tls-cert "$work/server.pem" --tls-key "$work/server.key" 2>"$work/tls.log" &
 tls_pid=$!
 pids+=("$tls_pid")
-for port in "$plain_port" "$tls_port"; do
-    for _ in $(seq 100); do
-        (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.1
-    done
-done
+wait_port "$plain_port"
+wait_port "$tls_port"
 
 tick=$(getconf CLK_TCK)
 proc_cpu() { awk -v t="$tick" '{printf "%.3f", ($14 + $15) / t}' "/proc/$1/stat"; }

@@ -59,37 +59,10 @@ read_mb=$((writes * 4))
 
 command -v iperf3 >/dev/null 2>&1 || ensure_debian_packages iperf3
 command -v python3 >/dev/null 2>&1 || ensure_debian_packages python3
-export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
-build=()
-[[ -n "${DN_SIM:-}" ]] || build+=(-p dn-sim)
-[[ -n "${LOADGEN:-}" ]] || build+=(-p loadgen)
-if [[ ${#build[@]} -gt 0 ]]; then
-    echo "building ${build[*]} (release)..." >&2
-    cargo build -q --release "${build[@]}"
-fi
-LOADGEN=${LOADGEN:-${CARGO_TARGET_DIR:-target}/release/loadgen}
-DN_SIM=${DN_SIM:-${CARGO_TARGET_DIR:-target}/release/dn-sim}
+release_binaries
 read -r -a extra <<<"${LOADGEN_ARGS:-}"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-wait_port() {
-    local _
-    for _ in $(seq 100); do
-        (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "bench-write.sh: nothing listens on 127.0.0.1:$1" >&2
-    return 1
-}
+scratch_and_cleanup
 
 # Servers: iperf3, a dn-sim that discards, a dn-sim that keeps the read data set in memory.
 iperf_port=$(free_port)

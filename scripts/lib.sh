@@ -52,3 +52,42 @@ scratch_rootfs() {
         done
     done
 }
+
+# Sets LOADGEN and DN_SIM to the release binaries, building those not given in the environment
+# (CARGO_BUILD_JOBS, default 1, so that a benchmark's build does not crowd the machine).
+release_binaries() {
+    local build=()
+    [[ -n "${DN_SIM:-}" ]] || build+=(-p dn-sim)
+    [[ -n "${LOADGEN:-}" ]] || build+=(-p loadgen)
+    if [[ ${#build[@]} -gt 0 ]]; then
+        echo "building ${build[*]} (release)..." >&2
+        CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}" cargo build -q --release --bins "${build[@]}"
+    fi
+    LOADGEN=${LOADGEN:-${CARGO_TARGET_DIR:-target}/release/loadgen}
+    DN_SIM=${DN_SIM:-${CARGO_TARGET_DIR:-target}/release/dn-sim}
+}
+
+# A scratch folder in $work and an exit trap that stops every PID the script appended to the
+# array pids (only those: the script's own servers) and removes the folder.
+scratch_and_cleanup() {
+    work=$(mktemp -d)
+    pids=()
+    trap _lib_cleanup EXIT
+}
+_lib_cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+
+# Waits until something listens on 127.0.0.1:$1, up to 10 s; else says so and returns 1.
+wait_port() {
+    local _
+    for _ in $(seq 100); do
+        (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "nothing listens on 127.0.0.1:$1" >&2
+    return 1
+}
