@@ -87,7 +87,7 @@ impl KeyValueHandler {
         let echo = req.echo.take().unwrap_or_default();
         let write = echo.read_only != Some(true);
         if let Some(resp) = self.check_node(&container, &mut req) {
-            return self.after_handler(write, &container, resp);
+            return self.after_handler(write, &container, resp).await;
         }
         if let Some(ms) = echo.sleep_time_ms.filter(|&ms| ms > 0) {
             // The DataNode sleeps on its worker thread: the handler stays busy.
@@ -99,7 +99,7 @@ impl KeyValueHandler {
             // (after the sleep); the handler answers the RuntimeException.
             let msg = "java.lang.IllegalArgumentException: Count cannot be negative.".to_string();
             let resp = error(&mut req, OzoneResult::ContainerInternalError, msg);
-            return self.after_handler(write, &container, resp);
+            return self.after_handler(write, &container, resp).await;
         }
         let size = size as usize;
         if size > common::MAX_MESSAGE_SIZE {
@@ -155,7 +155,7 @@ impl KeyValueHandler {
         }
         let write = !is_read_only(cmd);
         if let Some(resp) = self.check_node(&container, &mut req) {
-            return self.after_handler(write, &container, resp);
+            return self.after_handler(write, &container, resp).await;
         }
         // 2.0's FAILURE audit re-parses a PutBlock's BlockData and throws on a size mismatch.
         let audit_throws = version == OzoneVersion::V2_0 && bad_block_size(cmd, &req);
@@ -163,9 +163,9 @@ impl KeyValueHandler {
         let r = &mut req;
         let resp = match cmd {
             Type::ReadContainer => self.read_container(c, r),
-            Type::UpdateContainer => self.update_container(c, r),
+            Type::UpdateContainer => self.update_container(c, r).await,
             Type::DeleteContainer => self.delete_container(c, r).await,
-            Type::CloseContainer => self.close_container(c, r),
+            Type::CloseContainer => self.close_container(c, r).await,
             Type::GetContainerChecksumInfo => self.checksum_info(c, r).await,
             Type::PutBlock => self.put_block(c, r).await,
             Type::GetBlock => self.get_block(c, r).await,
@@ -179,7 +179,7 @@ impl KeyValueHandler {
             Type::DeleteBlock | Type::DeleteChunk => delete(r),
             other => unsupported(other, r),
         };
-        let resp = self.after_handler(write, &container, resp)?;
+        let resp = self.after_handler(write, &container, resp).await?;
         if audit_throws && resp.result != OzoneResult::Success as i32 {
             return Err(Status::new(tonic::Code::Unknown, ""));
         }
@@ -190,10 +190,10 @@ impl KeyValueHandler {
     /// marks an OPEN, CLOSING or RECOVERING container UNHEALTHY (later writes then answer
     /// CONTAINER_UNHEALTHY; reads still work); in any other state the DataNode's
     /// `Preconditions.checkState` throws and the call fails with gRPC UNKNOWN, no description.
-    pub fn after_handler(
+    pub async fn after_handler(
         &self,
         write: bool,
-        container: &Container,
+        container: &Arc<Container>,
         resp: Response,
     ) -> Result<Response, Status> {
         if !write || !marks_unhealthy(self.node.version, resp.result) {
@@ -201,7 +201,7 @@ impl KeyValueHandler {
         }
         match container.state() {
             State::Open | State::Closing | State::Recovering => {
-                if container.mark_unhealthy() {
+                if container.on_disk(|c| c.mark_unhealthy()).await {
                     tracing::info!(
                         container = container.id(),
                         cmd = resp.cmd_type,
@@ -270,7 +270,7 @@ impl KeyValueHandler {
         };
         if let Some(existing) = self.store.get(req.container_id) {
             if let Some(resp) = self.check_node(&existing, req) {
-                return self.after_handler(true, &existing, resp);
+                return self.after_handler(true, &existing, resp).await;
             }
             let resp = fail(
                 req,
@@ -279,7 +279,7 @@ impl KeyValueHandler {
                     "Container creation failed because key value container already exists",
                 ),
             );
-            return self.after_handler(true, &existing, resp);
+            return self.after_handler(true, &existing, resp).await;
         }
         let replica_index = create.replica_index.unwrap_or(0);
         if replica_index > 0 && req.datanode_uuid != self.node.datanode_uuid {
@@ -320,12 +320,16 @@ impl KeyValueHandler {
     }
 
     /// UpdateContainer: SUCCESS, message "", no sub-message; see [`Container::update`].
-    pub fn update_container(&self, c: &Container, req: &mut Request) -> Response {
+    pub async fn update_container(&self, c: &Arc<Container>, req: &mut Request) -> Response {
         let Some(update) = req.update_container.take() else {
             return malformed(req);
         };
         let force = update.force_update.unwrap_or(false);
-        match c.update(&update.metadata, force, &self.node.datanode_uuid) {
+        let uuid = self.node.datanode_uuid.clone();
+        let updated = c
+            .on_disk(move |c| c.update(&update.metadata, force, &uuid))
+            .await;
+        match updated {
             Ok(()) => success(req),
             Err(e) => fail(req, e),
         }
@@ -445,11 +449,12 @@ impl KeyValueHandler {
     }
 
     /// CloseContainer: to CLOSED (idempotent); CONTAINER_UNHEALTHY for an unhealthy container.
-    pub fn close_container(&self, c: &Container, req: &mut Request) -> Response {
+    pub async fn close_container(&self, c: &Arc<Container>, req: &mut Request) -> Response {
         if req.close_container.take().is_none() {
             return malformed(req);
         }
-        match c.close(&self.node.datanode_uuid) {
+        let uuid = self.node.datanode_uuid.clone();
+        match c.on_disk(move |c| c.close(&uuid)).await {
             Ok(()) => success(req),
             Err(e) => fail(req, e),
         }

@@ -252,6 +252,24 @@ impl Container {
         })
     }
 
+    /// Runs `f`, which may write the `.container` file (close, UpdateContainer, UNHEALTHY), where
+    /// blocking is allowed: on the blocking pool when this container keeps one (`dir:`), inline
+    /// otherwise.
+    pub async fn on_disk<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&Container) -> T + Send + 'static,
+    ) -> T {
+        if !matches!(self.persistence, Persistence::Db(_)) {
+            return f(self);
+        }
+        let this = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || f(&this)).await {
+            Ok(t) => t,
+            // `f` panicked: the same panic here, as if it had run inline.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+
     pub fn id(&self) -> i64 {
         self.id
     }
