@@ -258,6 +258,18 @@ impl KeyValueHandler {
         self.store
             .try_get_or_create_replica(req.container_id, replica_index)
             .await
+            .map_err(|e| {
+                if is_creation_failure(e.result) {
+                    // HddsDispatcher.dispatchRequest: the synthetic CreateContainer's result,
+                    // under its own message.
+                    StoreError::new(
+                        e.result,
+                        format!("ContainerID {} creation failed", req.container_id),
+                    )
+                } else {
+                    e
+                }
+            })
     }
 
     /// CreateContainer: OPEN (or the requested `state`), with `replicaIndex` and `metadata`;
@@ -294,14 +306,26 @@ impl KeyValueHandler {
             .create_replica_async(req.container_id, state, replica_index)
             .await;
         match result {
-            Ok(c) => match c.set_metadata(&create.metadata, &self.node.datanode_uuid) {
-                Ok(()) => Ok(success(req)),
-                Err(e) => {
-                    // Metadata over the account: no container is left behind.
-                    self.store.remove_async(c.id()).await;
-                    Ok(fail(req, e))
+            Ok(c) => {
+                let metadata = create.metadata;
+                let uuid = self.node.datanode_uuid.clone();
+                match c.on_disk(move |c| c.set_metadata(&metadata, &uuid)).await {
+                    Ok(()) => Ok(success(req)),
+                    Err(e) => {
+                        // Metadata over the account, or a `.container` file the disk refused
+                        // (Ozone writes the metadata with the file): no container is left.
+                        self.store.remove_async(c.id()).await;
+                        if is_creation_failure(e.result) {
+                            Err(Status::new(tonic::Code::Unknown, ""))
+                        } else {
+                            Ok(fail(req, e))
+                        }
+                    }
                 }
-            },
+            }
+            // The disk would not take it: no container, and HddsDispatcher's step 8 meets a
+            // null container for a failure it cannot ignore and throws (gRPC UNKNOWN).
+            Err(e) if is_creation_failure(e.result) => Err(Status::new(tonic::Code::Unknown, "")),
             // Created by a concurrent request in between.
             Err(e) => Ok(fail(req, e)),
         }
@@ -847,4 +871,12 @@ fn response_data(buffers: Vec<Bytes>, v1: bool) -> ResponseData {
     } else {
         ResponseData::Data(concat(buffers))
     }
+}
+
+/// Results of a container creation the disk refused (`KeyValueContainer.create`).
+fn is_creation_failure(result: OzoneResult) -> bool {
+    matches!(
+        result,
+        OzoneResult::ContainerInternalError | OzoneResult::ContainerFilesCreateError
+    )
 }

@@ -1696,3 +1696,43 @@ async fn dir_creations_are_serialized_and_deletions_wait_for_them() {
     assert!(tmp.path().join("hdds/600/metadata/600.container").is_file());
     server.shutdown().await;
 }
+
+/// `dir:` when a container cannot be created on disk (here: a file stands where its directory
+/// goes): as `KeyValueContainer.create` fails, there is no container afterwards; CreateContainer
+/// fails the call with gRPC UNKNOWN (HddsDispatcher meets a null container for a failure it
+/// cannot ignore), a WriteChunk's auto-create answers CONTAINER_INTERNAL_ERROR "ContainerID N
+/// creation failed"; once the disk takes it again, the container is created.
+#[tokio::test]
+async fn a_container_the_disk_refuses_is_not_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = Config::loopback();
+    config.store = StoreKind::Dir(tmp.path().join("hdds"));
+    let (server, mut c) = server_with(config).await;
+    let in_the_way = tmp.path().join("hdds/800");
+    std::fs::write(&in_the_way, b"not a directory").unwrap();
+
+    let status = call(&mut c, req_create(800)).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unknown, "{status:?}");
+    expect(&mut c, read_container(800), OzoneResult::ContainerNotFound).await;
+    let resp = expect(
+        &mut c,
+        write_chunk(800, 1, 0, data(100, 1)),
+        OzoneResult::ContainerInternalError,
+    )
+    .await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("ContainerID 800 creation failed")
+    );
+    expect(&mut c, read_container(800), OzoneResult::ContainerNotFound).await;
+
+    std::fs::remove_file(&in_the_way).unwrap();
+    expect(
+        &mut c,
+        write_chunk(800, 1, 0, data(100, 1)),
+        OzoneResult::Success,
+    )
+    .await;
+    assert_eq!(state(&mut c, 800).await, State::Open);
+    server.shutdown().await;
+}

@@ -6,7 +6,7 @@
 use super::block::{At, Block, BlockState, PutBlock, no_such_block, read_piece_size};
 use super::bounds::{self, DecimalKey};
 use super::dir::BlockFile;
-use super::durable::{ContainerDb, Descriptor, Restored};
+use super::durable::{ContainerDb, CreateError, Descriptor, Restored};
 use super::{Shared, StoreError, StoreKind, StoreResult, read, write};
 use crate::version::OzoneVersion;
 use bytes::Bytes;
@@ -100,21 +100,30 @@ impl Container {
         state: State,
         replica_index: i32,
     ) -> Persistence {
+        Self::try_persistence(shared, id, state, replica_index)
+            .unwrap_or_else(|e| Persistence::broken(id, &shared.container_path(id), &e))
+    }
+
+    /// [`Container::persistence_for`], failing where the directories, DB or `.container` file
+    /// cannot be made.
+    pub(super) fn try_persistence(
+        shared: &Shared,
+        id: i64,
+        state: State,
+        replica_index: i32,
+    ) -> Result<Persistence, CreateError> {
         match &shared.kind {
             StoreKind::Dir(_) => {
-                let dir = shared.container_path(id);
                 let descriptor = Descriptor {
                     id,
                     state,
                     replica_index,
                     metadata: BTreeMap::new(),
                 };
-                match ContainerDb::create(&dir, &descriptor, shared.sync) {
-                    Ok(db) => Persistence::Db(Arc::new(db)),
-                    Err(e) => Persistence::broken(id, &dir, &e),
-                }
+                ContainerDb::create(&shared.container_path(id), &descriptor, shared.sync)
+                    .map(|db| Persistence::Db(Arc::new(db)))
             }
-            _ => Persistence::None,
+            _ => Ok(Persistence::None),
         }
     }
 

@@ -207,13 +207,36 @@ fn open_db(path: &Path, sync: bool) -> io::Result<Connection> {
     Ok(conn)
 }
 
+/// Why a container could not be created, in the terms of Ozone's `KeyValueContainer.create`: its
+/// `.container` file could not be written (CONTAINER_FILES_CREATE_ERROR), or something before it
+/// failed (the catch-all: CONTAINER_INTERNAL_ERROR once no volume is left to try).
+#[derive(Debug)]
+pub enum CreateError {
+    Descriptor(io::Error),
+    Layout(io::Error),
+}
+
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CreateError::Descriptor(e) => write!(f, "cannot write its .container file: {e}"),
+            CreateError::Layout(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 impl ContainerDb {
     /// Creates a container's directories, DB and `.container` file. The `.container` file comes
     /// last: a container whose creation was cut short has none, and start-up skips it.
-    pub fn create(container_dir: &Path, descriptor: &Descriptor, sync: bool) -> io::Result<Self> {
-        std::fs::create_dir_all(metadata_dir(container_dir))?;
-        std::fs::create_dir_all(container_dir.join("chunks"))?;
-        let conn = open_db(&db_file(container_dir, descriptor.id), sync)?;
+    pub fn create(
+        container_dir: &Path,
+        descriptor: &Descriptor,
+        sync: bool,
+    ) -> Result<Self, CreateError> {
+        let layout = |e| CreateError::Layout(e);
+        std::fs::create_dir_all(metadata_dir(container_dir)).map_err(layout)?;
+        std::fs::create_dir_all(container_dir.join("chunks")).map_err(layout)?;
+        let conn = open_db(&db_file(container_dir, descriptor.id), sync).map_err(layout)?;
         let db = Self {
             dir: container_dir.to_path_buf(),
             id: descriptor.id,
@@ -225,11 +248,12 @@ impl ContainerDb {
             }),
             descriptor_lock: Mutex::new(()),
         };
-        db.write_descriptor(descriptor)?;
+        db.write_descriptor(descriptor)
+            .map_err(CreateError::Descriptor)?;
         if sync {
-            sync_dir(container_dir)?;
+            sync_dir(container_dir).map_err(layout)?;
             if let Some(root) = container_dir.parent() {
-                sync_dir(root)?;
+                sync_dir(root).map_err(layout)?;
             }
         }
         Ok(db)

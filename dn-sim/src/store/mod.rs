@@ -50,7 +50,6 @@ mod tests;
 
 pub use block::{NONE_READ_BUFFER, PutBlock, concat, read_piece_size};
 pub use container::Container;
-use container::Persistence;
 pub use verify::ChecksumVerifier;
 
 use crate::containers::ContainerIds;
@@ -256,6 +255,23 @@ pub struct ContainerStore {
     /// I/O (on the blocking pool, never under a shard lock or on a runtime thread), and a
     /// removal must not delete a directory a creation of the same ID is filling.
     lifecycle: tokio::sync::Mutex<()>,
+}
+
+/// A container the disk would not take (`KeyValueContainer.create`): CONTAINER_FILES_CREATE_ERROR
+/// when its `.container` file could not be written, else CONTAINER_INTERNAL_ERROR (dn-sim's
+/// `dir:` is one volume, so "all volumes" have failed at once). The message is for the log:
+/// HddsDispatcher never lets a client see it (CreateContainer fails the call; an auto-create
+/// answers "ContainerID N creation failed").
+fn creation_failed(id: i64, dir: &std::path::Path, e: durable::CreateError) -> StoreError {
+    tracing::warn!(container = id, dir = %dir.display(), error = %e, "cannot create the container");
+    let result = match e {
+        durable::CreateError::Descriptor(_) => OzoneResult::ContainerFilesCreateError,
+        durable::CreateError::Layout(_) => OzoneResult::ContainerInternalError,
+    };
+    StoreError::new(
+        result,
+        format!("Failed to create container {id} in {}: {e}", dir.display()),
+    )
 }
 
 fn already_exists() -> StoreError {
@@ -512,11 +528,29 @@ impl ContainerStore {
         }
         self.shared.reserve_meta(id, bounds::CONTAINER_COST)?;
         let shared = Arc::clone(&self.shared);
-        let persistence = tokio::task::spawn_blocking(move || {
-            Container::persistence_for(&shared, id, state, replica_index)
+        let created = tokio::task::spawn_blocking(move || {
+            let made = Container::try_persistence(&shared, id, state, replica_index);
+            if made.is_err() {
+                // `KeyValueContainer.create` deletes what it made of the container's directory.
+                let _ = std::fs::remove_dir_all(shared.container_path(id));
+            }
+            made
         })
-        .await
-        .unwrap_or_else(|e| Persistence::broken(id, &self.shared.container_path(id), &e));
+        .await;
+        let persistence = match created {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                self.shared.release_meta(bounds::CONTAINER_COST);
+                return Err(creation_failed(id, &self.shared.container_path(id), e));
+            }
+            Err(e) => {
+                self.shared.release_meta(bounds::CONTAINER_COST);
+                return Err(StoreError::new(
+                    OzoneResult::ContainerInternalError,
+                    format!("Container {id}: creation failed: {e}"),
+                ));
+            }
+        };
         let container = Arc::new(Container::new(
             id,
             state,
