@@ -259,7 +259,8 @@ impl KeyValueHandler {
             .try_get_or_create_replica(req.container_id, replica_index)
             .await
             .map_err(|e| {
-                if is_creation_failure(e.result) {
+                if is_creation_failure(e.result) || e.result == OzoneResult::ContainerAlreadyExists
+                {
                     // HddsDispatcher.dispatchRequest: the synthetic CreateContainer's result,
                     // under its own message.
                     StoreError::new(

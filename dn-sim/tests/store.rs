@@ -1701,7 +1701,8 @@ async fn dir_creations_are_serialized_and_deletions_wait_for_them() {
 /// goes): as `KeyValueContainer.create` fails, there is no container afterwards; CreateContainer
 /// fails the call with gRPC UNKNOWN (HddsDispatcher meets a null container for a failure it
 /// cannot ignore), a WriteChunk's auto-create answers CONTAINER_INTERNAL_ERROR "ContainerID N
-/// creation failed"; once the disk takes it again, the container is created.
+/// creation failed"; once the disk takes it again, the container is created. A container
+/// directory already on disk is CONTAINER_ALREADY_EXISTS and is not touched.
 #[tokio::test]
 async fn a_container_the_disk_refuses_is_not_created() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1734,5 +1735,29 @@ async fn a_container_the_disk_refuses_is_not_created() {
     )
     .await;
     assert_eq!(state(&mut c, 800).await, State::Open);
+
+    // A container directory already on disk but not served (another process's, or a creation
+    // cut short before this start): `verifyIsNewContainer`'s CONTAINER_ALREADY_EXISTS, and the
+    // directory is left alone.
+    let stray = tmp.path().join("hdds/801/metadata");
+    std::fs::create_dir_all(&stray).unwrap();
+    std::fs::write(stray.join("keep"), b"x").unwrap();
+    let resp = expect(&mut c, req_create(801), OzoneResult::ContainerAlreadyExists).await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("Container creation failed because ContainerFile already exists")
+    );
+    let resp = expect(
+        &mut c,
+        write_chunk(801, 1, 0, data(100, 1)),
+        OzoneResult::ContainerAlreadyExists,
+    )
+    .await;
+    assert_eq!(
+        resp.message.as_deref(),
+        Some("ContainerID 801 creation failed")
+    );
+    assert!(stray.join("keep").is_file(), "left alone");
+    expect(&mut c, read_container(801), OzoneResult::ContainerNotFound).await;
     server.shutdown().await;
 }

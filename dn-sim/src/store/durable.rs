@@ -212,6 +212,9 @@ fn open_db(path: &Path, sync: bool) -> io::Result<Connection> {
 /// failed (the catch-all: CONTAINER_INTERNAL_ERROR once no volume is left to try).
 #[derive(Debug)]
 pub enum CreateError {
+    /// The container's `metadata` directory is already there (`ContainerUtils.verifyIsNewContainer`:
+    /// CONTAINER_ALREADY_EXISTS); nothing was touched.
+    Exists,
     Descriptor(io::Error),
     Layout(io::Error),
 }
@@ -219,6 +222,7 @@ pub enum CreateError {
 impl std::fmt::Display for CreateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            CreateError::Exists => write!(f, "its metadata directory already exists"),
             CreateError::Descriptor(e) => write!(f, "cannot write its .container file: {e}"),
             CreateError::Layout(e) => write!(f, "{e}"),
         }
@@ -234,6 +238,9 @@ impl ContainerDb {
         sync: bool,
     ) -> Result<Self, CreateError> {
         let layout = |e| CreateError::Layout(e);
+        if metadata_dir(container_dir).exists() {
+            return Err(CreateError::Exists);
+        }
         std::fs::create_dir_all(metadata_dir(container_dir)).map_err(layout)?;
         std::fs::create_dir_all(container_dir.join("chunks")).map_err(layout)?;
         let conn = open_db(&db_file(container_dir, descriptor.id), sync).map_err(layout)?;

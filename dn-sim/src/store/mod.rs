@@ -265,6 +265,12 @@ pub struct ContainerStore {
 fn creation_failed(id: i64, dir: &std::path::Path, e: durable::CreateError) -> StoreError {
     tracing::warn!(container = id, dir = %dir.display(), error = %e, "cannot create the container");
     let result = match e {
+        durable::CreateError::Exists => {
+            return StoreError::new(
+                OzoneResult::ContainerAlreadyExists,
+                "Container creation failed because ContainerFile already exists",
+            );
+        }
         durable::CreateError::Descriptor(_) => OzoneResult::ContainerFilesCreateError,
         durable::CreateError::Layout(_) => OzoneResult::ContainerInternalError,
     };
@@ -530,8 +536,10 @@ impl ContainerStore {
         let shared = Arc::clone(&self.shared);
         let created = tokio::task::spawn_blocking(move || {
             let made = Container::try_persistence(&shared, id, state, replica_index);
-            if made.is_err() {
-                // `KeyValueContainer.create` deletes what it made of the container's directory.
+            if let Err(durable::CreateError::Descriptor(_) | durable::CreateError::Layout(_)) = made
+            {
+                // `KeyValueContainer.create` deletes what it made of the container's directory
+                // (never one that was there before: that is `Exists`, and left alone).
                 let _ = std::fs::remove_dir_all(shared.container_path(id));
             }
             made
@@ -609,8 +617,8 @@ impl ContainerStore {
             .await
         {
             Ok(c) => Ok(c),
-            // Created by a concurrent request in between.
-            Err(e) if e.result == OzoneResult::ContainerAlreadyExists => self.lookup(id),
+            // Created by a concurrent request in between (else: on disk, not in this store).
+            Err(e) if e.result == OzoneResult::ContainerAlreadyExists => self.get(id).ok_or(e),
             Err(e) => Err(e),
         }
     }
