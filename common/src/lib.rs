@@ -7,6 +7,7 @@
 pub mod checksum;
 pub mod codec;
 pub mod grpc;
+pub mod http2;
 pub mod proto;
 pub mod rates;
 pub mod stats;

@@ -277,24 +277,18 @@ pub fn http2_limits(server: Server, limits: &ConnectionLimits) -> Server {
         .max_frame_size(Some(limits.max_frame_size))
 }
 
-/// HTTP/2 error codes (RFC 9113 §7) as metric labels; index = code, the last for any other.
-const ERROR_CODES: [&str; 15] = [
-    "NO_ERROR",
-    "PROTOCOL_ERROR",
-    "INTERNAL_ERROR",
-    "FLOW_CONTROL_ERROR",
-    "SETTINGS_TIMEOUT",
-    "STREAM_CLOSED",
-    "FRAME_SIZE_ERROR",
-    "REFUSED_STREAM",
-    "CANCEL",
-    "COMPRESSION_ERROR",
-    "CONNECT_ERROR",
-    "ENHANCE_YOUR_CALM",
-    "INADEQUATE_SECURITY",
-    "HTTP_1_1_REQUIRED",
-    "UNKNOWN",
-];
+/// HTTP/2 error codes (RFC 9113 §7) as metric labels; index = code, the last (`UNKNOWN`) for any
+/// other.
+const ERROR_CODES: [&str; common::http2::ERROR_CODE_NAMES.len() + 1] = {
+    let names = common::http2::ERROR_CODE_NAMES;
+    let mut labels = ["UNKNOWN"; common::http2::ERROR_CODE_NAMES.len() + 1];
+    let mut i = 0;
+    while i < names.len() {
+        labels[i] = names[i];
+        i += 1;
+    }
+    labels
+};
 
 /// Frame types (RFC 9113 §6) as metric labels; index = type, the last for any other.
 const FRAME_TYPES: [&str; 11] = [

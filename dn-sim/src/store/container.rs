@@ -564,10 +564,8 @@ impl Container {
                         continue;
                     }
                     let mut before = current;
-                    for (i, &step) in steps.iter().enumerate() {
-                        if i > 0 {
-                            self.state.store(step as i32, Ordering::Release);
-                        }
+                    for &step in steps {
+                        self.state.store(step as i32, Ordering::Release);
                         if let Err(e) =
                             self.persist_descriptor(DescriptorWrite::Update, datanode_uuid)
                         {

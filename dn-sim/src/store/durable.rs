@@ -231,16 +231,28 @@ impl std::fmt::Display for CreateError {
 
 impl ContainerDb {
     /// Creates a container's directories, DB and `.container` file. The `.container` file comes
-    /// last: a container whose creation was cut short has none, and start-up skips it.
+    /// last: a container whose creation was cut short has none, and start-up skips it. A failure
+    /// deletes what was made of the container's directory, as `KeyValueContainer.create` does; a
+    /// `metadata` directory already there is `Exists`, and nothing is touched.
     pub fn create(
         container_dir: &Path,
         descriptor: &Descriptor,
         sync: bool,
     ) -> Result<Self, CreateError> {
-        let layout = |e| CreateError::Layout(e);
         if metadata_dir(container_dir).exists() {
             return Err(CreateError::Exists);
         }
+        Self::make(container_dir, descriptor, sync).inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(container_dir);
+        })
+    }
+
+    fn make(
+        container_dir: &Path,
+        descriptor: &Descriptor,
+        sync: bool,
+    ) -> Result<Self, CreateError> {
+        let layout = |e| CreateError::Layout(e);
         std::fs::create_dir_all(metadata_dir(container_dir)).map_err(layout)?;
         std::fs::create_dir_all(container_dir.join("chunks")).map_err(layout)?;
         let conn = open_db(&db_file(container_dir, descriptor.id), sync).map_err(layout)?;
@@ -457,6 +469,16 @@ impl ContainerDb {
 mod tests {
     use super::*;
 
+    /// An OPEN container's descriptor, no metadata.
+    fn open_container(id: i64) -> Descriptor {
+        Descriptor {
+            id,
+            state: State::Open,
+            replica_index: 0,
+            metadata: BTreeMap::new(),
+        }
+    }
+
     #[test]
     fn the_container_file_round_trips() {
         let tmp = tempfile::tempdir().unwrap();
@@ -487,12 +509,7 @@ mod tests {
     fn a_put_block_is_in_the_db_when_it_returns() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("1");
-        let d = Descriptor {
-            id: 1,
-            state: State::Open,
-            replica_index: 0,
-            metadata: BTreeMap::new(),
-        };
+        let d = open_container(1);
         let db = ContainerDb::create(&dir, &d, true).unwrap();
         let mut block = BlockData::default();
         block.block_id.container_id = 1;
@@ -521,12 +538,7 @@ mod tests {
     fn a_second_opener_of_a_container_db_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("1");
-        let d = Descriptor {
-            id: 1,
-            state: State::Open,
-            replica_index: 0,
-            metadata: BTreeMap::new(),
-        };
+        let d = open_container(1);
         let db = ContainerDb::create(&dir, &d, false).unwrap();
         db.put_block(1, &[], true, 0, 0).unwrap();
         assert!(ContainerDb::open(&dir, 1, false).is_err());

@@ -535,28 +535,15 @@ impl ContainerStore {
         self.shared.reserve_meta(id, bounds::CONTAINER_COST)?;
         let shared = Arc::clone(&self.shared);
         let created = tokio::task::spawn_blocking(move || {
-            let made = Container::try_persistence(&shared, id, state, replica_index);
-            if let Err(durable::CreateError::Descriptor(_) | durable::CreateError::Layout(_)) = made
-            {
-                // `KeyValueContainer.create` deletes what it made of the container's directory
-                // (never one that was there before: that is `Exists`, and left alone).
-                let _ = std::fs::remove_dir_all(shared.container_path(id));
-            }
-            made
+            Container::try_persistence(&shared, id, state, replica_index)
         })
-        .await;
+        .await
+        .unwrap_or_else(|e| Err(durable::CreateError::Layout(std::io::Error::other(e))));
         let persistence = match created {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => {
-                self.shared.release_meta(bounds::CONTAINER_COST);
-                return Err(creation_failed(id, &self.shared.container_path(id), e));
-            }
+            Ok(p) => p,
             Err(e) => {
                 self.shared.release_meta(bounds::CONTAINER_COST);
-                return Err(StoreError::new(
-                    OzoneResult::ContainerInternalError,
-                    format!("Container {id}: creation failed: {e}"),
-                ));
+                return Err(creation_failed(id, &self.shared.container_path(id), e));
             }
         };
         let container = Arc::new(Container::new(

@@ -913,27 +913,10 @@ fn unpad(flags: u8, payload: &[u8]) -> Option<&[u8]> {
         .map(|end| &rest[..end])
 }
 
-/// RFC 9113 §7 error code names.
+/// RFC 9113 §7 error code names; "error code N" for a code it does not define.
 pub fn error_code_name(code: u32) -> String {
-    const NAMES: [&str; 14] = [
-        "NO_ERROR",
-        "PROTOCOL_ERROR",
-        "INTERNAL_ERROR",
-        "FLOW_CONTROL_ERROR",
-        "SETTINGS_TIMEOUT",
-        "STREAM_CLOSED",
-        "FRAME_SIZE_ERROR",
-        "REFUSED_STREAM",
-        "CANCEL",
-        "COMPRESSION_ERROR",
-        "CONNECT_ERROR",
-        "ENHANCE_YOUR_CALM",
-        "INADEQUATE_SECURITY",
-        "HTTP_1_1_REQUIRED",
-    ];
-    NAMES
-        .get(code as usize)
-        .map_or_else(|| format!("error code {code}"), |n| (*n).to_string())
+    common::http2::error_code_name(code)
+        .map_or_else(|| format!("error code {code}"), str::to_string)
 }
 
 impl Connection {
