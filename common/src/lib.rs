@@ -11,6 +11,7 @@ pub mod http2;
 pub mod proto;
 pub mod rates;
 pub mod stats;
+pub mod token_bucket;
 pub mod units;
 pub mod wire;
 

@@ -3,15 +3,15 @@
 //! environment variable, and Ozone keys from the Ozone images' `OZONE-SITE.XML_<key>=<value>`
 //! variables, so a container is configured by its environment.
 
-use crate::containers::ContainerIds;
-use crate::delay::{DelayModel, DelaySpec};
-use crate::fault::{FaultPlan, FaultSpec};
-use crate::health::HealthcheckArgs;
-use crate::server::Config;
-use crate::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
-use crate::settings::{LiveSettings, MAX_HANDLERS, parse_bandwidth, parse_limit_status};
-use crate::store::StoreKind;
-use crate::target::Assignment;
+use crate::datanode::container_ids::ContainerIds;
+use crate::datanode::store::StoreKind;
+use crate::net::health::HealthcheckArgs;
+use crate::net::server::Config;
+use crate::sim::cmd_selector::Assignment;
+use crate::sim::delay::{DelayModel, DelaySpec};
+use crate::sim::fault::{FaultPlan, FaultSpec};
+use crate::sim::live_settings::{LiveSettings, MAX_HANDLERS, parse_bandwidth, parse_limit_status};
+use crate::sim::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -194,15 +194,15 @@ pub struct Args {
 
     /// The DataNode's UUID (`datanode.id`): EC requests (`replicaIndex` > 0) must carry it in
     /// `datanodeUuid`.
-    #[arg(long, env = "DN_SIM_DATANODE_UUID", default_value = crate::server::DEFAULT_DATANODE_UUID, value_parser = parse_uuid)]
+    #[arg(long, env = "DN_SIM_DATANODE_UUID", default_value = crate::net::server::DEFAULT_DATANODE_UUID, value_parser = parse_uuid)]
     pub datanode_uuid: String,
 
     /// The Ozone release to answer as where releases differ: 2.0, 2.1 or 2.2.
     #[arg(long, env = "DN_SIM_OZONE_VERSION", default_value = "2.2")]
-    pub ozone_version: crate::version::OzoneVersion,
+    pub ozone_version: crate::datanode::version::OzoneVersion,
 
     #[command(flatten)]
-    pub connections: crate::connections::ConnectionArgs,
+    pub connections: crate::net::connection::ConnectionArgs,
 
     /// TLS on the client port, as a DataNode with hdds.grpc.tls.enabled: the server's PEM
     /// certificate chain (its own certificate first). Needs --tls-key.
@@ -242,7 +242,7 @@ pub enum OzoneKey {
     /// certificate from); false with `--tls-cert` is a contradiction.
     GrpcTlsEnabled(bool),
     /// `hdds.grpc.tls.protocols` (Ozone 2.2.0): the TLS versions served.
-    GrpcTlsProtocols(crate::tls::TlsVersions),
+    GrpcTlsProtocols(crate::net::tls::TlsVersions),
 }
 
 /// The Ozone keys dn-sim models.
@@ -325,7 +325,7 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
         "hdds.container.chunk.write.sync" => boolean(key, value).map(OzoneKey::ChunkWriteSync),
         "hdds.grpc.tls.enabled" => boolean(key, value).map(OzoneKey::GrpcTlsEnabled),
         "hdds.grpc.tls.protocols" => {
-            crate::tls::TlsVersions::parse(value).map(OzoneKey::GrpcTlsProtocols)
+            crate::net::tls::TlsVersions::parse(value).map(OzoneKey::GrpcTlsProtocols)
         }
         other => Err(format!(
             "unknown key '{other}' (known: {})",
@@ -412,7 +412,7 @@ impl Args {
         let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
         let (mut per_volume, mut validation, mut write_sync) = (None, None, None);
-        let (mut tls_enabled, mut tls_versions) = (None, crate::tls::TlsVersions::default());
+        let (mut tls_enabled, mut tls_versions) = (None, crate::net::tls::TlsVersions::default());
         for key in env_keys.iter().chain(&self.define) {
             match key {
                 OzoneKey::HandlerCount(_) => {}
@@ -480,8 +480,8 @@ impl Args {
     fn tls(
         &self,
         enabled: Option<bool>,
-        versions: crate::tls::TlsVersions,
-    ) -> Result<Option<crate::tls::ServerTls>, String> {
+        versions: crate::net::tls::TlsVersions,
+    ) -> Result<Option<crate::net::tls::ServerTls>, String> {
         let files = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
             (Some(_), None) => return Err("--tls-cert needs --tls-key (its private key)".into()),
@@ -502,11 +502,11 @@ impl Args {
                 Err("--tls-client-ca needs --tls-cert and --tls-key".into())
             }
             (_, None) => Ok(None),
-            (_, Some((cert, key))) => Ok(Some(crate::tls::ServerTls {
+            (_, Some((cert, key))) => Ok(Some(crate::net::tls::ServerTls {
                 client_ca: self.tls_client_ca.clone(),
                 versions,
                 handshake_timeout: self.tls_handshake_timeout,
-                ..crate::tls::ServerTls::new(cert, key)
+                ..crate::net::tls::ServerTls::new(cert, key)
             })),
         }
     }

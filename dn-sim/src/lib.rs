@@ -3,48 +3,19 @@
 //! wire rules of a real DataNode, so that loadgen or a real Ozone client can measure the client
 //! path without a cluster.
 //!
-//! Modules mirror the DataNode's parts: [`service`] (stream handling, GrpcXceiverService),
-//! [`admission`] (the simulation around the DataNode: limits, pool, delays, faults, disk,
-//! metrics), [`dispatcher`] (HddsDispatcher: routing, the DataNode's metrics), [`envelope`]
-//! (response envelopes), [`keyvalue`] (KeyValueHandler: one function per command type, Echo
-//! included, and the dispatcher's container checks), [`store`] (containers,
-//! blocks and their bytes: memory, discard or block files), [`containers`] (the `--containers`
-//! list), [`server`] (XceiverServerGrpc: bind, serve, stop), [`tls`] (its TLS: `hdds.grpc.tls.enabled`).
+//! Three rooms, each using only the ones below it (`dn-sim/tests/layers.rs` checks it):
+//! - [`net`]: what serves the DataNode to clients: the listener, the gRPC service, connection
+//!   limits, TLS, the in-flight budget, health and the admin endpoint;
+//! - [`sim`]: the simulation around the DataNode: admission (service limits, the handler pool,
+//!   injected delays and faults, the shared disk), live settings, the simulator's own metrics;
+//! - [`datanode`]: the DataNode's own parts: the dispatcher, the key-value handler, envelopes,
+//!   payloads, the container store and the DataNode's metrics. It knows nothing of the other two.
 //!
-//! Models that the request path consults (pure: no sockets, no tasks):
-//! - [`delay`]: per-request service delays by command type (`--delay`);
-//! - [`disk`]: one shared storage device for chunk data (`--disk-bandwidth`, `--disk-latency`);
-//! - [`fault`]: injected failures by command type (`--fault`);
-//! - [`rng`]: seeded per-stream random number generators (`--seed`);
-//! - [`target`]: the `TYPE=` part shared by `--delay` and `--fault`.
+//! [`cli`] turns flags into a [`Config`] and is used only by the binary.
 
-pub mod admin;
-pub mod admission;
 pub mod cli;
-pub mod connections;
-pub mod containers;
-pub mod delay;
-pub mod disk;
-pub mod dispatcher;
-pub mod envelope;
-pub mod fault;
-pub mod health;
-pub mod inflight;
-pub mod keyvalue;
-pub mod limits;
-pub mod metrics;
-pub mod payload;
-pub mod pool;
-pub mod reset;
-pub mod rng;
-pub mod server;
-pub mod service;
-pub mod service_limits;
-pub mod settings;
-pub mod store;
-pub mod target;
-pub mod timer;
-pub mod tls;
-pub mod version;
+pub mod datanode;
+pub mod net;
+pub mod sim;
 
-pub use server::{Config, EmbeddedServer, RunningServer, run_until_signal, start};
+pub use net::server::{Config, EmbeddedServer, RunningServer, run_until_signal, start};

@@ -3,7 +3,7 @@ use dn_sim::cli::{Args, Cli, Command};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    dn_sim::server::tune_allocator();
+    dn_sim::net::server::tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         Command::Healthcheck(args) => match args
             .check_flags()
             .map_err(|e| (e, 2))
-            .and_then(|()| dn_sim::health::healthcheck(&args).map_err(|e| (e, 1)))
+            .and_then(|()| dn_sim::net::health::healthcheck(&args).map_err(|e| (e, 1)))
         {
             Ok(message) => {
                 println!("dn-sim healthcheck: {message}");

@@ -2,7 +2,7 @@
 //! `DN_SIM_*` and `OZONE-SITE.XML_*` environment variables, and one-line errors with exit code 2.
 
 use dn_sim::Config;
-use dn_sim::health::{XCEIVER_SERVICE, check};
+use dn_sim::net::health::{XCEIVER_SERVICE, check};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Output, Stdio};

@@ -1,11 +1,11 @@
-//! The HTTP/2 receive settings dn-sim advertises (by default `dn_sim::connections::STREAM_WINDOW`,
+//! The HTTP/2 receive settings dn-sim advertises (by default `dn_sim::net::connection::STREAM_WINDOW`,
 //! `CONNECTION_WINDOW`, `MAX_FRAME_SIZE`; or what `--http2-stream-window`,
 //! `--http2-connection-window` and `--http2-max-frame-size` say), read off the wire by a raw
 //! client: its SETTINGS frame and the connection-level WINDOW_UPDATE that follows it.
 
 use clap::Parser;
 use dn_sim::Config;
-use dn_sim::connections::{CONNECTION_WINDOW, MAX_FRAME_SIZE, STREAM_WINDOW};
+use dn_sim::net::connection::{CONNECTION_WINDOW, MAX_FRAME_SIZE, STREAM_WINDOW};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -5,7 +5,7 @@ use common::proto::{
     ContainerCommandRequestProto as Req, EchoRequestProto, Result as OzoneResult, Type,
 };
 use dn_sim::Config;
-use dn_sim::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
+use dn_sim::sim::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
 use std::time::{Duration, Instant};
 use tonic::Code;
 use tonic::transport::Channel;
@@ -87,7 +87,7 @@ async fn ops_limit_rejects_the_excess_with_the_named_limit_and_pushback() {
         "{ok} admitted in {elapsed:.2}s"
     );
     assert!(rejected > 0);
-    let metrics = server.metrics().render_metrics(&server.dispatcher().pool);
+    let metrics = server.metrics().render_metrics(&server.admission().pool);
     assert!(
         metrics.contains(&format!(
             "dn_sim_rejected_requests_total{{reason=\"ops\"}} {rejected}"

@@ -17,8 +17,8 @@ use tonic::transport::Channel;
 fn config(handlers: usize, delays: &[&str], faults: &[&str]) -> Config {
     let mut c = Config::loopback();
     c.handler_count = handlers;
-    c.live.delays = dn_sim::delay::DelayModel::from_args(delays.iter().copied()).unwrap();
-    c.live.faults = dn_sim::fault::FaultPlan::from_args(faults.iter().copied()).unwrap();
+    c.live.delays = dn_sim::sim::delay::DelayModel::from_args(delays.iter().copied()).unwrap();
+    c.live.faults = dn_sim::sim::fault::FaultPlan::from_args(faults.iter().copied()).unwrap();
     c
 }
 
@@ -207,7 +207,7 @@ async fn a_bounded_queue_rejects_with_resource_exhausted() {
     }
     // One runs, one waits, the other two find the queue full.
     assert_eq!((served, rejected), (2, 2));
-    let metrics = server.metrics().render_metrics(&server.dispatcher().pool);
+    let metrics = server.metrics().render_metrics(&server.admission().pool);
     assert!(
         metrics.contains("dn_sim_rejected_requests_total{reason=\"queue_full\"} 2"),
         "{metrics}"

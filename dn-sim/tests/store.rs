@@ -16,7 +16,7 @@ use common::proto::{
     ReadChunkVersion, ReadContainerRequestProto, Result as OzoneResult, Type,
     WriteChunkRequestProto,
 };
-use dn_sim::store::StoreKind;
+use dn_sim::datanode::store::StoreKind;
 use dn_sim::{Config, RunningServer};
 use tonic::transport::Channel;
 
@@ -1223,7 +1223,7 @@ async fn chunk_bytes_are_counted_under_the_datanode_metric_names() {
         OzoneResult::Success,
     )
     .await;
-    let prom = server.metrics().render_prom(&server.dispatcher().pool);
+    let prom = server.metrics().render_prom(&server.admission().pool);
     let line = prom
         .lines()
         .find(|l| l.starts_with("storage_container_metrics_bytes_write_chunk{"))

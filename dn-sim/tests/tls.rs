@@ -6,8 +6,8 @@
 mod support;
 
 use clap::Parser;
-use dn_sim::health::check_with;
-use dn_sim::tls::{ClientTls, ServerTls, TonicConnector};
+use dn_sim::net::health::check_with;
+use dn_sim::net::tls::{ClientTls, ServerTls, TonicConnector};
 use std::ffi::OsString;
 use std::process::Command;
 use std::sync::Arc;
@@ -112,7 +112,10 @@ fn tls_flags_and_ozone_keys_are_checked() {
         &[],
     )
     .unwrap();
-    assert_eq!(c.tls.unwrap().versions, dn_sim::tls::TlsVersions::Tls13);
+    assert_eq!(
+        c.tls.unwrap().versions,
+        dn_sim::net::tls::TlsVersions::Tls13
+    );
     let err = config(&["-D", "hdds.grpc.tls.protocols=TLSv1.1"], &[]).unwrap_err();
     assert!(err.contains("TLSv1.1"), "{err}");
 
@@ -234,7 +237,7 @@ async fn plain_text_and_stalled_clients_fail_alone() {
     // A client that connects and says nothing holds no one up...
     let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
     // ...nor does a plain-text gRPC client, which fails with an error of its own.
-    let plain = dn_sim::health::check(&addr.to_string(), "", Duration::from_secs(5)).await;
+    let plain = dn_sim::net::health::check(&addr.to_string(), "", Duration::from_secs(5)).await;
     assert!(plain.is_err(), "a plain-text client was served: {plain:?}");
     for _ in 0..3 {
         let ok = health(addr, &pki.ca, None).await.unwrap();
@@ -272,7 +275,7 @@ async fn pending_handshakes_are_bounded_by_max_connections() {
         .await
         .expect("a surplus connection was kept while 3 handshakes were pending");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
-    let text = server.metrics().render_metrics(&server.dispatcher().pool);
+    let text = server.metrics().render_metrics(&server.admission().pool);
     assert!(
         text.contains("dn_sim_tls_handshake_failures_total{reason=\"over_limit\"} 1"),
         "{text}"

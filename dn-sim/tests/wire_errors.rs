@@ -10,7 +10,7 @@ use common::proto::{
     ContainerCommandRequestProto as Req, EchoRequestProto, ReadContainerRequestProto,
     Result as OzoneResult, Type,
 };
-use dn_sim::version::OzoneVersion;
+use dn_sim::datanode::version::OzoneVersion;
 use dn_sim::{Config, RunningServer};
 use tonic::Code;
 use tonic::transport::Channel;
@@ -136,7 +136,7 @@ async fn parse_failures_end_the_call_with_unknown_per_release() {
             answers[0].as_ref().unwrap().result,
             OzoneResult::Success as i32
         );
-        let prom = server.metrics().render_prom(&server.dispatcher().pool);
+        let prom = server.metrics().render_prom(&server.admission().pool);
         let num_ops = prom
             .lines()
             .find(|l| l.starts_with("storage_container_metrics_num_ops{"))
@@ -248,7 +248,7 @@ async fn pre_handler_failures_record_no_latency_and_failed_writes_no_bytes() {
         answers[0].as_ref().unwrap().result,
         OzoneResult::Success as i32
     );
-    let prom = server.metrics().render_prom(&server.dispatcher().pool);
+    let prom = server.metrics().render_prom(&server.admission().pool);
     assert_eq!(
         sample(&prom, "storage_container_metrics_num_read_container{"),
         2

@@ -24,8 +24,8 @@ use common::proto::{
     Type, WriteChunkRequestProto,
 };
 use common::wire::RequiredFields;
-use dn_sim::admission::{Admission, LiveSettings, NodeIdentity, Outcome};
-use dn_sim::store::{ContainerStore, StoreKind};
+use dn_sim::sim::admission::{Admission, AdmissionConfig, NodeIdentity, Outcome};
+use dn_sim::datanode::store::{ContainerStore, StoreKind};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 use rand::SeedableRng;
@@ -307,7 +307,7 @@ const CAPACITIES: [u64; 8] = [0, 1, 100, 1000, 3000, 5000, 10_000, 20_000];
 
 type Server = (Arc<ContainerStore>, Admission);
 
-/// A dispatcher and its store per (kind, capacity), made once per process: a new dispatcher
+/// An admission and its store per (kind, capacity), made once per process: a new admission
 /// fills a 1 MiB echo payload buffer, which would cost more than the whole sequence. Each run
 /// leaves its store empty (checked), so runs do not see each other.
 fn server(discard: bool, capacity: u64) -> Rc<Server> {
@@ -326,21 +326,19 @@ fn server(discard: bool, capacity: u64) -> Rc<Server> {
                         StoreKind::Memory
                     };
                     let store = Arc::new(ContainerStore::new(kind, capacity, None).unwrap());
-                    let dispatcher = Admission::new(
+                    let admission = Admission::from_config(
                         Arc::clone(&store),
-                        NodeIdentity {
-                            datanode_uuid: UUID.to_string(),
-                            version: dn_sim::version::OzoneVersion::V2_2,
+                        AdmissionConfig {
+                            node: NodeIdentity {
+                                datanode_uuid: UUID.to_string(),
+                                version: dn_sim::datanode::version::OzoneVersion::V2_2,
+                            },
+                            handler_count: 1,
+                            ..AdmissionConfig::default()
                         },
-                        dn_sim::pool::HandlerPool::new(1, None),
-                        LiveSettings::default(),
-                        dn_sim::disk::DiskModel::new(None, None).unwrap(),
-                        dn_sim::service_limits::ServiceLimits::new(
-                            Default::default(),
-                            Default::default(),
-                        ),
-                    );
-                    Rc::new((store, dispatcher))
+                    )
+                    .unwrap();
+                    Rc::new((store, admission))
                 }),
         )
     })
@@ -351,7 +349,7 @@ async fn run(input: Input) {
         .capacity
         .map_or(u64::MAX, |c| CAPACITIES[usize::from(c) % CAPACITIES.len()]);
     let server = server(input.discard, capacity);
-    let (store, dispatcher) = (&server.0, &server.1);
+    let (store, admission) = (&server.0, &server.1);
     assert!(
         store.is_empty() && store.used() == 0,
         "a run left its store non-empty"
@@ -713,7 +711,7 @@ async fn run(input: Input) {
                 (Type::GetCommittedBlockLength, req, expect, then)
             }
         };
-        let outcome = dispatcher
+        let outcome = admission
             .dispatch(over_the_wire(&req), &mut rng, false)
             .await;
         if let Some(resp) = check(cmd, &outcome, &expect, op) {
@@ -738,7 +736,7 @@ async fn run(input: Input) {
 
     // The server's upkeep task drains histogram samples every few seconds (server.rs); without
     // it they pile up run after run.
-    dispatcher.metrics.upkeep();
+    admission.metrics.upkeep();
     // Empty the store for the next run: removing a container frees what it held.
     for i in 0..CONTAINERS {
         store.remove(i as i64 + 1);

@@ -200,11 +200,13 @@ type Started = (
 
 /// The store an embedded or null DataNode needs: none of its own for echo, discard for a write
 /// that reads nothing back, memory (as much as the run writes) when data is read.
-fn store_for(config: &RunConfig) -> Option<dn_sim::store::StoreKind> {
+fn store_for(config: &RunConfig) -> Option<dn_sim::datanode::store::StoreKind> {
     match &config.workload {
         WorkloadConfig::Echo(_) => None,
-        WorkloadConfig::Write(w) if !w.then_read => Some(dn_sim::store::StoreKind::Discard),
-        _ => Some(dn_sim::store::StoreKind::Memory),
+        WorkloadConfig::Write(w) if !w.then_read => {
+            Some(dn_sim::datanode::store::StoreKind::Discard)
+        }
+        _ => Some(dn_sim::datanode::store::StoreKind::Memory),
     }
 }
 
@@ -214,14 +216,14 @@ fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
             let (store, containers) = match store_for(config) {
                 Some(store) => (
                     store,
-                    dn_sim::containers::ContainerIds::single(config.container_id),
+                    dn_sim::datanode::container_ids::ContainerIds::single(config.container_id),
                 ),
                 None => (
-                    dn_sim::store::StoreKind::Memory,
+                    dn_sim::datanode::store::StoreKind::Memory,
                     dn_sim::Config::default().containers,
                 ),
             };
-            let kind = if store == dn_sim::store::StoreKind::Discard {
+            let kind = if store == dn_sim::datanode::store::StoreKind::Discard {
                 "discard"
             } else {
                 "memory"
@@ -243,9 +245,10 @@ fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
             let mut sim = dn_sim::Config::loopback();
             let store = store_for(config);
             let kind = if let Some(store) = store {
-                sim.containers = dn_sim::containers::ContainerIds::single(config.container_id);
+                sim.containers =
+                    dn_sim::datanode::container_ids::ContainerIds::single(config.container_id);
                 sim.capacity = u64::MAX / 2;
-                let kind = if store == dn_sim::store::StoreKind::Discard {
+                let kind = if store == dn_sim::datanode::store::StoreKind::Discard {
                     ", store discard"
                 } else {
                     ", store memory"

@@ -125,10 +125,11 @@ impl Base {
     fn embedded(&self) -> dn_sim::Config {
         let mut config = dn_sim::Config::loopback();
         if let Base::Write(a) = self {
-            config.containers = dn_sim::containers::ContainerIds::single(a.common.container_id);
+            config.containers =
+                dn_sim::datanode::container_ids::ContainerIds::single(a.common.container_id);
             config.capacity = u64::MAX / 2;
             if !a.then_read {
-                config.store = dn_sim::store::StoreKind::Discard;
+                config.store = dn_sim::datanode::store::StoreKind::Discard;
             }
         }
         config

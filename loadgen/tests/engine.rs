@@ -6,8 +6,8 @@ mod support;
 
 use clap::Parser;
 use dn_sim::EmbeddedServer;
-use dn_sim::admission::LiveSettings;
-use dn_sim::fault::FaultPlan;
+use dn_sim::sim::admission::LiveSettings;
+use dn_sim::sim::fault::FaultPlan;
 use loadgen::cli::Cli;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -6,9 +6,9 @@ mod support;
 
 use clap::Parser;
 use dn_sim::EmbeddedServer;
-use dn_sim::admission::LiveSettings;
-use dn_sim::fault::FaultPlan;
-use dn_sim::service_limits::{LimitPolicy, LimitRates, Pushback};
+use dn_sim::sim::admission::LiveSettings;
+use dn_sim::sim::fault::FaultPlan;
+use dn_sim::sim::service_limits::{LimitPolicy, LimitRates, Pushback};
 use loadgen::cli::Cli;
 use std::time::Duration;
 

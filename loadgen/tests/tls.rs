@@ -9,7 +9,7 @@ mod support;
 
 use certs::{TestPki, arg};
 use clap::Parser;
-use dn_sim::tls::ServerTls;
+use dn_sim::net::tls::ServerTls;
 use loadgen::cli::Cli;
 use support::assert_usage_error;
 
@@ -301,7 +301,7 @@ fn tls_1_2_only_server_with_mutual_tls() {
     let pki = TestPki::new();
     let mut tls = ServerTls::new(pki.server_cert.clone(), pki.server_key.clone());
     tls.client_ca = Some(pki.ca.clone());
-    tls.versions = dn_sim::tls::TlsVersions::Tls12;
+    tls.versions = dn_sim::net::tls::TlsVersions::Tls12;
     let config = dn_sim::Config {
         tls: Some(tls),
         ..dn_sim::Config::loopback()

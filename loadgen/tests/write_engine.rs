@@ -485,8 +485,8 @@ fn with_fail_at_end_a_failed_write_abandons_its_block_and_the_stream_goes_on() {
     // uncommitted and the stream starts a new one; every committed block reads back whole.
     let mut config = dn_sim::Config::loopback();
     config.seed = 11;
-    config.live = dn_sim::admission::LiveSettings {
-        faults: dn_sim::fault::FaultPlan::from_args(["write_chunk=grpc:UNAVAILABLE:0.1"])
+    config.live = dn_sim::sim::admission::LiveSettings {
+        faults: dn_sim::sim::fault::FaultPlan::from_args(["write_chunk=grpc:UNAVAILABLE:0.1"])
             .expect("valid faults"),
         ..Default::default()
     };

@@ -12,9 +12,9 @@ use crate::outcome::{ErrorKind, Failure};
 use bytes::Buf;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 use common::wire::RequiredFields;
-use dn_sim::admission::{Admission, LiveSettings, NodeIdentity, Outcome};
-use dn_sim::containers::ContainerIds;
-use dn_sim::store::{ContainerStore, StoreKind};
+use dn_sim::datanode::container_ids::ContainerIds;
+use dn_sim::datanode::store::{ContainerStore, StoreKind};
+use dn_sim::sim::admission::{Admission, AdmissionConfig, Outcome};
 use prost::Message;
 use rand::rngs::SmallRng;
 use std::sync::Arc;
@@ -23,10 +23,10 @@ use tonic::Code;
 /// How every report names this target.
 pub const NAME: &str = "null (in-process, no network)";
 
-/// The in-process DataNode: one dispatcher and store shared by every I/O thread.
+/// The in-process DataNode: one admission (dn-sim's simulation and DataNode) and store shared by every I/O thread.
 pub struct NullDataNode {
-    dispatcher: Admission,
-    rngs: dn_sim::rng::RngFactory,
+    admission: Admission,
+    rngs: dn_sim::sim::rng::RngFactory,
 }
 
 impl NullDataNode {
@@ -37,20 +37,11 @@ impl NullDataNode {
         let defaults = dn_sim::Config::default();
         let store = ContainerStore::new(store, u64::MAX / 2, None).map_err(|e| e.to_string())?;
         store.precreate(containers);
-        let dispatcher = Admission::new(
-            Arc::new(store),
-            NodeIdentity {
-                datanode_uuid: defaults.datanode_uuid.clone(),
-                version: defaults.ozone_version,
-            },
-            dn_sim::pool::HandlerPool::new(defaults.handler_count, defaults.max_queue),
-            LiveSettings::default(),
-            dn_sim::disk::DiskModel::new(None, None).map_err(|e| e.to_string())?,
-            dn_sim::service_limits::ServiceLimits::new(defaults.limit_rates, defaults.limit_policy),
-        );
+        let admission = Admission::from_config(Arc::new(store), AdmissionConfig::default())
+            .map_err(|e| e.to_string())?;
         Ok(Arc::new(NullDataNode {
-            dispatcher,
-            rngs: dn_sim::rng::RngFactory::new(defaults.seed),
+            admission,
+            rngs: dn_sim::sim::rng::RngFactory::new(defaults.seed),
         }))
     }
 
@@ -88,7 +79,7 @@ impl NullDataNode {
         let req =
             ContainerCommandRequestProto::decode(message.chain(data.clone()).chain(tail.clone()))
                 .map_err(|e| invalid(e.to_string()))?;
-        let outcome = self.dispatcher.dispatch(req, rng, false).await;
+        let outcome = self.admission.dispatch(req, rng, false).await;
         // An answer that is ready at once would let this worker run on without ever giving way
         // to the other workers of its I/O thread; a real RPC always waits for its answer.
         tokio::task::yield_now().await;

@@ -252,7 +252,7 @@ impl ClientThrottle for AimdThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dn_sim::limits::TokenBucket;
+    use common::token_bucket::TokenBucket;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

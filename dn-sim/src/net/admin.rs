@@ -4,8 +4,8 @@
 //! changes `handler_count`, `max_queue`, `delays` and `faults` without a restart. Experiment
 //! scripts use it to sweep a parameter. It binds to 127.0.0.1 unless told otherwise.
 
-use crate::admission::Admission;
-use crate::settings::Change;
+use crate::sim::admission::Admission;
+use crate::sim::live_settings::Change;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -24,17 +24,17 @@ pub struct StaticInfo {
 
 #[derive(Clone)]
 struct AppState {
-    dispatcher: Arc<Admission>,
+    admission: Arc<Admission>,
     info: Arc<StaticInfo>,
 }
 
-pub fn router(dispatcher: Arc<Admission>, info: StaticInfo) -> Router {
+pub fn router(admission: Arc<Admission>, info: StaticInfo) -> Router {
     Router::new()
         .route("/prom", get(prom))
         .route("/metrics", get(metrics))
         .route("/config", get(get_config).put(put_config))
         .with_state(AppState {
-            dispatcher,
+            admission,
             info: Arc::new(info),
         })
 }
@@ -44,7 +44,7 @@ const EXPOSITION: &str = "text/plain; version=0.0.4; charset=utf-8";
 async fn prom(State(s): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, EXPOSITION)],
-        s.dispatcher.metrics.render_prom(&s.dispatcher.pool),
+        s.admission.metrics.render_prom(&s.admission.pool),
     )
         .into_response()
 }
@@ -52,29 +52,29 @@ async fn prom(State(s): State<AppState>) -> Response {
 async fn metrics(State(s): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, EXPOSITION)],
-        s.dispatcher.metrics.render_metrics(&s.dispatcher.pool),
+        s.admission.metrics.render_metrics(&s.admission.pool),
     )
         .into_response()
 }
 
 fn config_json(s: &AppState) -> Value {
-    let live = s.dispatcher.live.load();
-    let (rates, policy) = (s.dispatcher.limits.rates(), s.dispatcher.limits.policy());
+    let live = s.admission.live.load();
+    let (rates, policy) = (s.admission.limits.rates(), s.admission.limits.policy());
     json!({
         "listen": s.info.listen,
         "containers": s.info.containers,
         "seed": s.info.seed,
-        "handler_count": s.dispatcher.pool.size(),
-        "max_queue": s.dispatcher.pool.max_queue(),
+        "handler_count": s.admission.pool.size(),
+        "max_queue": s.admission.pool.max_queue(),
         "delays": live.delays,
         "faults": live.faults,
         "limit_ingress": rates.ingress,
         "limit_egress": rates.egress,
         "limit_ops": rates.ops,
-        "limit_status": crate::fault::grpc_code_name(policy.status),
+        "limit_status": crate::sim::fault::grpc_code_name(policy.status),
         "limit_pushback": policy.pushback.to_string(),
         "limit_reject_timing": policy.timing.to_string(),
-        "limit_burst": crate::delay::format_duration(policy.burst),
+        "limit_burst": crate::sim::delay::format_duration(policy.burst),
     })
 }
 
@@ -99,26 +99,26 @@ async fn put_config(State(s): State<AppState>, body: String) -> Response {
     // Validate everything before changing anything, so a bad request changes nothing.
     let change = match Change::from_json(
         &changes,
-        &s.dispatcher.live.load(),
-        s.dispatcher.limits.rates(),
-        s.dispatcher.limits.policy(),
+        &s.admission.live.load(),
+        s.admission.limits.rates(),
+        s.admission.limits.policy(),
     ) {
         Ok(change) => change,
         Err(e) => return bad(e),
     };
     if let Some((rates, policy)) = change.limits
-        && let Err(e) = s.dispatcher.limits.update(rates, policy)
+        && let Err(e) = s.admission.limits.update(rates, policy)
     {
         return bad(e);
     }
     if let Some(n) = change.handler_count {
-        s.dispatcher.pool.resize(n).await;
+        s.admission.pool.resize(n).await;
     }
     if let Some(bound) = change.max_queue {
-        s.dispatcher.pool.set_max_queue(bound);
+        s.admission.pool.set_max_queue(bound);
     }
     if let Some(live) = change.live {
-        s.dispatcher.live.store(Arc::new(live));
+        s.admission.live.store(Arc::new(live));
     }
     tracing::info!(changes = %body, "configuration changed");
     axum::Json(config_json(&s)).into_response()

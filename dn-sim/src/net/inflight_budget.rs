@@ -19,7 +19,7 @@
 //!   included), or fails the body with RESOURCE_EXHAUSTED when there is no room. It hands tonic no
 //!   byte past the end of the current message, so tonic, which asks for more only when it lacks a
 //!   complete message, never holds bytes of a message that was not reserved.
-//! - The service ([`crate::service`]) reserves the answer a request asks for (Echo's
+//! - The service ([`crate::net::grpc_service`]) reserves the answer a request asks for (Echo's
 //!   `payloadSizeResp`, ReadChunk's `len`, …: [`expected_answer`]) before it is served, then
 //!   swaps everything for the built answer's encoded size. The response body ([`ChargedBody`])
 //!   moves that charge onto the encoded bytes themselves (`Bytes::from_owner`), so it is released
@@ -96,7 +96,7 @@ impl InflightBudget {
     /// A budget of `limit` bytes whose metrics go to `metrics`' `/metrics` exposition:
     /// `dn_sim_inflight_bytes` (a gauge, refreshed on scrape), `dn_sim_inflight_limit_bytes` and
     /// `dn_sim_inflight_waits_total` (reservations that had to wait for room).
-    pub fn new(limit: u64, metrics: &crate::metrics::Metrics) -> Arc<Self> {
+    pub fn new(limit: u64, metrics: &crate::sim::metrics::Metrics) -> Arc<Self> {
         let recorder = metrics.recorder();
         use metrics::Recorder;
         let meta = &metrics::Metadata::new(module_path!(), metrics::Level::INFO, None);
@@ -346,7 +346,7 @@ impl Drop for StreamCharge {
 /// entries (at most `store::bounds::MAX_CONTAINER_METADATA`); the whole message limit for
 /// ListBlock and GetContainerChecksumInfo, whose size is known only once built. 0 for the rest,
 /// whose answers are small and charged once built.
-pub async fn expected_answer(store: &crate::store::ContainerStore, req: &Request) -> u64 {
+pub async fn expected_answer(store: &crate::datanode::store::ContainerStore, req: &Request) -> u64 {
     let max = common::MAX_MESSAGE_SIZE as u64;
     let mut bytes = expected_response_bytes(req);
     if let Some(read) = &req.read_block {
@@ -396,7 +396,7 @@ pub fn expected_response_bytes(req: &Request) -> u64 {
 /// memory) decodes to several times its wire size. Charged once decoded, so that later requests
 /// wait for it.
 pub fn decoded_extra(req: &Request) -> u64 {
-    use crate::store::bounds::block_data_cost;
+    use crate::datanode::store::bounds::block_data_cost;
     let block = req
         .put_block
         .as_ref()
@@ -676,7 +676,7 @@ mod tests {
     use super::*;
 
     fn budget(limit: u64) -> Arc<InflightBudget> {
-        InflightBudget::new(limit, &crate::metrics::Metrics::default())
+        InflightBudget::new(limit, &crate::sim::metrics::Metrics::default())
     }
 
     #[test]

@@ -3,13 +3,13 @@
 //! (Echo included, as `KeyValueHandler.handleEcho`), which also runs the container checks; and
 //! the DataNode's `ContainerMetrics` of each answer. Application errors are normal responses
 //! with `result != SUCCESS`; only failures the real DataNode reports through `onError` become a
-//! gRPC status. The simulation around it is [`crate::admission`].
+//! gRPC status. The simulation around it is [`crate::sim::admission`].
 
-use crate::envelope::error;
-use crate::keyvalue::{KeyValueHandler, NodeIdentity};
-use crate::metrics::Metrics;
-use crate::store::ContainerStore;
-use crate::timer::ServiceClock;
+use crate::datanode::envelope::error;
+use crate::datanode::keyvalue::{KeyValueHandler, NodeIdentity};
+use crate::datanode::metrics::ContainerMetrics;
+use crate::datanode::store::ContainerStore;
+use crate::datanode::timer::ServiceClock;
 use common::proto::{
     ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response,
     Result as OzoneResult, Type,
@@ -48,7 +48,7 @@ impl HddsDispatcher {
     /// a request (an auto-created container's CreateContainer, a piggybacked PutBlock).
     pub(crate) fn account(
         &self,
-        metrics: &Metrics,
+        metrics: &ContainerMetrics,
         cmd: Type,
         before: &Accounting,
         resp: &Response,

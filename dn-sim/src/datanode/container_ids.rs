@@ -1,5 +1,5 @@
 //! The `--containers` list: the containers dn-sim creates (OPEN) at start. The containers
-//! themselves live in [`crate::store`].
+//! themselves live in [`crate::datanode::store`].
 
 use std::fmt;
 use std::str::FromStr;

@@ -15,8 +15,8 @@
 //! A sum over 1 is an error. As for delays, the list given for a type replaces the `all` list for
 //! that type (give `write_chunk=drop:0` to exempt a type from `all`).
 
-use crate::delay::{format_duration, parse_spec_duration};
-use crate::target::{Assignment, CmdTarget, TargetError};
+use crate::sim::cmd_selector::{Assignment, CmdSelector, SelectorError};
+use crate::sim::delay::{format_duration, parse_spec_duration};
 use common::proto::{Result as OzoneResult, Type};
 use rand::Rng;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -218,9 +218,9 @@ serde_as_string!(FaultSpec);
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FaultPlanError {
     #[error("--fault {0}")]
-    Entry(#[from] TargetError),
+    Entry(#[from] SelectorError),
     #[error("--fault probabilities for {target} add up to {sum}, over 1")]
-    ProbabilitySum { target: CmdTarget, sum: f64 },
+    ProbabilitySum { target: CmdSelector, sum: f64 },
 }
 
 /// `--fault` entries by command type; the list for a type replaces the `all` list for it.
@@ -229,10 +229,10 @@ pub enum FaultPlanError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(transparent)]
 pub struct FaultPlan {
-    entries: BTreeMap<CmdTarget, Vec<FaultSpec>>,
+    entries: BTreeMap<CmdSelector, Vec<FaultSpec>>,
 }
 
-fn check_sum(target: CmdTarget, specs: &[FaultSpec]) -> Result<(), FaultPlanError> {
+fn check_sum(target: CmdSelector, specs: &[FaultSpec]) -> Result<(), FaultPlanError> {
     let sum: f64 = specs.iter().map(|s| s.probability).sum();
     if sum > 1.0 + SUM_TOLERANCE {
         return Err(FaultPlanError::ProbabilitySum { target, sum });
@@ -268,14 +268,18 @@ impl FaultPlan {
     }
 
     /// Appends a fault for `target`; fails (leaving the plan unchanged) if the sum would pass 1.
-    pub fn push(&mut self, target: CmdTarget, spec: FaultSpec) -> Result<(), FaultPlanError> {
+    pub fn push(&mut self, target: CmdSelector, spec: FaultSpec) -> Result<(), FaultPlanError> {
         let mut specs = self.get(target).to_vec();
         specs.push(spec);
         self.set(target, specs)
     }
 
     /// Replaces the list for `target` (an empty list removes it).
-    pub fn set(&mut self, target: CmdTarget, specs: Vec<FaultSpec>) -> Result<(), FaultPlanError> {
+    pub fn set(
+        &mut self,
+        target: CmdSelector,
+        specs: Vec<FaultSpec>,
+    ) -> Result<(), FaultPlanError> {
         check_sum(target, &specs)?;
         if specs.is_empty() {
             self.entries.remove(&target);
@@ -286,15 +290,15 @@ impl FaultPlan {
     }
 
     /// The list given for exactly `target`.
-    pub fn get(&self, target: CmdTarget) -> &[FaultSpec] {
+    pub fn get(&self, target: CmdSelector) -> &[FaultSpec] {
         self.entries.get(&target).map_or(&[], Vec::as_slice)
     }
 
     /// The list in effect for `cmd_type`: its own, else `all`'s, else empty.
     pub fn specs_for(&self, cmd_type: Type) -> &[FaultSpec] {
         self.entries
-            .get(&CmdTarget::Type(cmd_type))
-            .or_else(|| self.entries.get(&CmdTarget::All))
+            .get(&CmdSelector::Type(cmd_type))
+            .or_else(|| self.entries.get(&CmdSelector::All))
             .map_or(&[], Vec::as_slice)
     }
 
@@ -321,14 +325,14 @@ impl FaultPlan {
     }
 
     /// All lists, `all` first, then by type number.
-    pub fn entries(&self) -> impl Iterator<Item = (CmdTarget, &[FaultSpec])> {
+    pub fn entries(&self) -> impl Iterator<Item = (CmdSelector, &[FaultSpec])> {
         self.entries.iter().map(|(t, s)| (*t, s.as_slice()))
     }
 }
 
 impl<'de> Deserialize<'de> for FaultPlan {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let entries = BTreeMap::<CmdTarget, Vec<FaultSpec>>::deserialize(deserializer)?;
+        let entries = BTreeMap::<CmdSelector, Vec<FaultSpec>>::deserialize(deserializer)?;
         let mut plan = FaultPlan::new();
         for (target, specs) in entries {
             plan.set(target, specs).map_err(serde::de::Error::custom)?;
@@ -340,7 +344,7 @@ impl<'de> Deserialize<'de> for FaultPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::RngFactory;
+    use crate::sim::rng::RngFactory;
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand::rngs::SmallRng;

@@ -8,7 +8,7 @@ use super::bounds::{self, DecimalKey};
 use super::dir::BlockFile;
 use super::durable::{ContainerDb, CreateError, Descriptor, Restored};
 use super::{Shared, StoreError, StoreKind, StoreResult, read, write};
-use crate::version::OzoneVersion;
+use crate::datanode::version::OzoneVersion;
 use bytes::Bytes;
 use common::proto::container_data_proto::State;
 use common::proto::{

@@ -1,19 +1,17 @@
 //! Binding, serving and stopping dn-sim: in the `dn-sim` binary, inside tests, and embedded in
 //! loadgen on a runtime of its own.
 
-use crate::admin::{self, StaticInfo};
-use crate::admission::{Admission, LiveSettings};
-use crate::containers::ContainerIds;
-use crate::delay::DelaySpec;
-use crate::disk::DiskModel;
-use crate::metrics::Metrics;
-use crate::pool::HandlerPool;
-use crate::reset::ResetLayer;
-use crate::rng::RngFactory;
-use crate::service::XceiverService;
-use crate::service_limits::{LimitPolicy, LimitRates, ServiceLimits};
-use crate::store::{ContainerStore, StoreKind};
-use crate::tls::ServerStream;
+use crate::datanode::container_ids::ContainerIds;
+use crate::datanode::store::{ContainerStore, StoreKind};
+use crate::net::admin::{self, StaticInfo};
+use crate::net::grpc_service::XceiverService;
+use crate::net::reset::ResetLayer;
+use crate::net::tls::ServerStream;
+use crate::sim::admission::{Admission, AdmissionConfig, LiveSettings, NodeIdentity};
+use crate::sim::delay::DelaySpec;
+use crate::sim::metrics::Metrics;
+use crate::sim::rng::RngFactory;
+use crate::sim::service_limits::{LimitPolicy, LimitRates};
 use anyhow::Context;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolServiceServer;
 use futures_util::StreamExt;
@@ -65,12 +63,12 @@ pub struct Config {
     /// The DataNode's UUID: requests for EC replicas (`replicaIndex` > 0) must name it.
     pub datanode_uuid: String,
     /// The Ozone release whose answers dn-sim gives where releases differ.
-    pub ozone_version: crate::version::OzoneVersion,
+    pub ozone_version: crate::datanode::version::OzoneVersion,
     /// Connection and HTTP/2 limits (`connections.rs`).
-    pub connections: crate::connections::ConnectionLimits,
+    pub connections: crate::net::connection::ConnectionLimits,
     /// TLS on the client port (`--tls-cert`); `None` = plain text.
-    pub tls: Option<crate::tls::ServerTls>,
-    /// Bytes of requests and answers in flight before new requests are refused (`crate::inflight`).
+    pub tls: Option<crate::net::tls::ServerTls>,
+    /// Bytes of requests and answers in flight before new requests are refused (`crate::net::inflight_budget`).
     pub max_inflight_bytes: u64,
     /// Bound of the store's metadata (`store::bounds`); `None`: `capacity`, at least 64 MiB.
     pub metadata_capacity: Option<u64>,
@@ -78,7 +76,7 @@ pub struct Config {
 
 /// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
 /// is the same DataNode (a real one keeps its UUID in `datanode.id`).
-pub const DEFAULT_DATANODE_UUID: &str = "00000000-0000-4000-8000-00000000d5d5";
+pub use crate::datanode::keyvalue::DEFAULT_DATANODE_UUID;
 
 impl Default for Config {
     fn default() -> Self {
@@ -86,11 +84,11 @@ impl Default for Config {
             listen: SocketAddr::from(([0, 0, 0, 0], common::DEFAULT_PORT)),
             containers: ContainerIds::single(1),
             store: StoreKind::Memory,
-            capacity: crate::store::DEFAULT_CAPACITY,
+            capacity: crate::datanode::store::DEFAULT_CAPACITY,
             sync: false,
             verify_checksums: false,
             shutdown_grace: Duration::from_secs(10),
-            handler_count: 10,
+            handler_count: crate::sim::admission::DEFAULT_HANDLER_COUNT,
             max_queue: None,
             live: LiveSettings::default(),
             seed: 0x0d15_ea5e,
@@ -100,16 +98,34 @@ impl Default for Config {
             limit_rates: LimitRates::default(),
             limit_policy: LimitPolicy::default(),
             datanode_uuid: DEFAULT_DATANODE_UUID.to_string(),
-            ozone_version: crate::version::OzoneVersion::default(),
+            ozone_version: crate::datanode::version::OzoneVersion::default(),
             connections: Default::default(),
             tls: None,
-            max_inflight_bytes: crate::inflight::DEFAULT_MAX_INFLIGHT_BYTES,
+            max_inflight_bytes: crate::net::inflight_budget::DEFAULT_MAX_INFLIGHT_BYTES,
             metadata_capacity: None,
         }
     }
 }
 
 impl Config {
+    /// What [`Admission`] is made of: the node, the pool, the live settings, the disk and the
+    /// service limits.
+    pub fn admission(&self) -> AdmissionConfig {
+        AdmissionConfig {
+            node: NodeIdentity {
+                datanode_uuid: self.datanode_uuid.clone(),
+                version: self.ozone_version,
+            },
+            handler_count: self.handler_count,
+            max_queue: self.max_queue,
+            live: self.live.clone(),
+            disk_bandwidth: self.disk_bandwidth,
+            disk_latency: self.disk_latency.clone(),
+            limit_rates: self.limit_rates,
+            limit_policy: self.limit_policy,
+        }
+    }
+
     /// A config for tests and embedding: loopback, a free port, no HTTP listener.
     pub fn loopback() -> Self {
         Self {
@@ -154,7 +170,7 @@ pub fn tune_allocator() {
 pub struct RunningServer {
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
-    dispatcher: Arc<Admission>,
+    admission: Arc<Admission>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
     background: Vec<tokio::task::JoinHandle<()>>,
@@ -163,30 +179,19 @@ pub struct RunningServer {
 
 /// Binds `config.listen` (and `config.metrics_listen`) and starts serving on the current runtime.
 pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
-    let disk = DiskModel::new(config.disk_bandwidth, config.disk_latency.clone())
-        .context("--disk-bandwidth")?;
-    let pool = HandlerPool::new(config.handler_count, config.max_queue);
     let verifier = config
         .verify_checksums
-        .then(crate::store::verify::default_verifier);
+        .then(crate::datanode::store::verify::default_verifier);
     let store = ContainerStore::open(config.store.clone(), config.capacity, verifier, config.sync)
         .with_context(|| format!("cannot use --store {}", config.store))?;
     if let Some(bytes) = config.metadata_capacity {
         store.set_metadata_capacity(bytes);
     }
     store.precreate(&config.containers);
-    let dispatcher = Arc::new(Admission::new(
-        Arc::new(store),
-        crate::admission::NodeIdentity {
-            datanode_uuid: config.datanode_uuid.clone(),
-            version: config.ozone_version,
-        },
-        pool,
-        config.live.clone(),
-        disk,
-        ServiceLimits::new(config.limit_rates, config.limit_policy),
-    ));
-    let incoming = crate::connections::bind(config.listen, config.connections.so_backlog)
+    let admission = Arc::new(
+        Admission::from_config(Arc::new(store), config.admission()).context("--disk-bandwidth")?,
+    );
+    let incoming = crate::net::connection::bind(config.listen, config.connections.so_backlog)
         .map(TcpIncoming::from)
         .with_context(|| format!("cannot listen on {}", config.listen))?
         // TCP_NODELAY must be set here: tonic ignores Server::tcp_nodelay with serve_with_incoming,
@@ -194,7 +199,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         .with_nodelay(Some(true));
     let local_addr = incoming.local_addr()?;
     let counted = {
-        let d = Arc::clone(&dispatcher);
+        let d = Arc::clone(&admission);
         let count = move |io: std::io::Result<ServerStream>| {
             io.map(|stream| CountedConnection::new(stream, Arc::clone(&d)))
         };
@@ -202,11 +207,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             None => Either::Left(incoming.map(move |io| count(io.map(ServerStream::Plain)))),
             Some(tls) => {
                 let server_config = tls.server_config().map_err(anyhow::Error::msg)?;
-                let d = Arc::clone(&dispatcher);
-                let failed: crate::tls::OnHandshakeFailure =
+                let d = Arc::clone(&admission);
+                let failed: crate::net::tls::OnHandshakeFailure =
                     Arc::new(move |reason| d.metrics.tls_handshake_failed(reason));
                 Either::Right(
-                    crate::tls::handshakes(
+                    crate::net::tls::handshakes(
                         incoming,
                         server_config,
                         tls.handshake_timeout,
@@ -218,10 +223,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             }
         }
     };
-    let counted = crate::connections::guard(
+    let counted = crate::net::connection::guard(
         counted,
         config.connections.clone(),
-        dispatcher.metrics.connection_metrics.clone(),
+        crate::net::connection::ConnectionMetrics::register(admission.metrics.recorder()),
     );
 
     let mut background = Vec::new();
@@ -236,7 +241,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 containers: config.containers.to_string(),
                 seed: config.seed,
             };
-            let app = admin::router(Arc::clone(&dispatcher), info);
+            let app = admin::router(Arc::clone(&admission), info);
             background.push(tokio::spawn(async move {
                 if let Err(e) = axum::serve(listener, app).await {
                     tracing::error!("metrics listener failed: {e}");
@@ -248,7 +253,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     };
     // Histogram samples are folded into buckets every few seconds, so memory stays bounded
     // however rarely Prometheus scrapes.
-    let d = Arc::clone(&dispatcher);
+    let d = Arc::clone(&admission);
     background.push(tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
@@ -258,22 +263,24 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     }));
 
     let service = XceiverClientProtocolServiceServer::new(XceiverService::new(
-        Arc::clone(&dispatcher),
+        Arc::clone(&admission),
         RngFactory::new(config.seed),
     ))
     .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
     .max_encoding_message_size(common::MAX_MESSAGE_SIZE);
-    let budget =
-        crate::inflight::InflightBudget::new(config.max_inflight_bytes, &dispatcher.metrics);
+    let budget = crate::net::inflight_budget::InflightBudget::new(
+        config.max_inflight_bytes,
+        &admission.metrics,
+    );
     {
         let budget = Arc::clone(&budget);
-        dispatcher.metrics.on_scrape(move || budget.refresh());
+        admission.metrics.on_scrape(move || budget.refresh());
     }
     let (tx, rx) = oneshot::channel::<()>();
-    let router = crate::connections::http2_limits(Server::builder(), &config.connections)
+    let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)
         .layer(ResetLayer)
-        .layer(crate::inflight::InflightLayer(budget))
-        .add_service(crate::health::service().await)
+        .layer(crate::net::inflight_budget::InflightLayer(budget))
+        .add_service(crate::net::health::service().await)
         .add_service(service);
     let task = tokio::spawn(router.serve_with_incoming_shutdown(counted, async {
         let _ = rx.await;
@@ -281,7 +288,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     Ok(RunningServer {
         local_addr,
         metrics_addr,
-        dispatcher,
+        admission,
         shutdown: Some(tx),
         task,
         background,
@@ -300,11 +307,11 @@ impl RunningServer {
     }
 
     pub fn metrics(&self) -> &Metrics {
-        &self.dispatcher.metrics
+        &self.admission.metrics
     }
 
-    pub fn dispatcher(&self) -> &Arc<Admission> {
-        &self.dispatcher
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.admission
     }
 
     /// Stops accepting, lets in-flight requests finish for up to the grace period, then stops.
@@ -331,19 +338,19 @@ impl RunningServer {
 /// its completed handshake).
 struct CountedConnection {
     stream: ServerStream,
-    dispatcher: Arc<Admission>,
+    admission: Arc<Admission>,
 }
 
 impl CountedConnection {
-    fn new(stream: ServerStream, dispatcher: Arc<Admission>) -> Self {
-        dispatcher.metrics.connection_opened();
-        Self { stream, dispatcher }
+    fn new(stream: ServerStream, admission: Arc<Admission>) -> Self {
+        admission.metrics.connection_opened();
+        Self { stream, admission }
     }
 }
 
 impl Drop for CountedConnection {
     fn drop(&mut self) {
-        self.dispatcher.metrics.connection_closed();
+        self.admission.metrics.connection_closed();
     }
 }
 

@@ -401,7 +401,7 @@ async fn write_and_put_share_one_lock_and_validate_first() {
 
 #[tokio::test]
 async fn container_data_per_release() {
-    for version in crate::version::OzoneVersion::ALL {
+    for version in crate::datanode::version::OzoneVersion::ALL {
         let s = store(StoreKind::Memory, 1 << 20);
         s.set_version(version);
         let c = s.lookup(C).unwrap();
@@ -410,7 +410,7 @@ async fn container_data_per_release() {
         let path = d.container_path.unwrap();
         assert!(std::path::Path::new(&path).is_absolute(), "{path}");
         assert!(path.ends_with("/7"), "{path}");
-        let legacy = version == crate::version::OzoneVersion::V2_0;
+        let legacy = version == crate::datanode::version::OzoneVersion::V2_0;
         assert_eq!(d.bytes_used, legacy.then_some(0), "{version}");
         write(&c, 1, 0, data(100, 1)).await.unwrap();
         // An overwrite that extends the block: 2.0 counts nothing of it, 2.1+ the extension.
@@ -618,7 +618,7 @@ fn put(local_id: i64, len: u64) -> PutBlock {
 async fn dir_restart_serves_what_was_committed_as_the_datanode_does() {
     let tmp = tempfile::tempdir().unwrap();
     let kind = StoreKind::Dir(tmp.path().to_path_buf());
-    let ids: crate::containers::ContainerIds = "7-9,20-21".parse().unwrap();
+    let ids: crate::datanode::container_ids::ContainerIds = "7-9,20-21".parse().unwrap();
     {
         let s = ContainerStore::new(kind.clone(), 1 << 20, None).unwrap();
         s.precreate(&ids);

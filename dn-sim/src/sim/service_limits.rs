@@ -16,8 +16,8 @@
 //! Rejections never hold a handler. Limits, status, pushback and timing change at run time
 //! through `PUT /config`.
 
-use crate::limits::{Denied, TokenBucket};
 use arc_swap::ArcSwap;
+use common::token_bucket::{Denied, TokenBucket};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ impl fmt::Display for RejectTiming {
         match self {
             Self::Early => f.write_str("early"),
             Self::AfterBody => f.write_str("after-body"),
-            Self::After(d) => write!(f, "after:{}", crate::delay::format_duration(*d)),
+            Self::After(d) => write!(f, "after:{}", crate::sim::delay::format_duration(*d)),
         }
     }
 }
@@ -84,7 +84,7 @@ impl fmt::Display for Pushback {
         match self {
             Self::None => f.write_str("none"),
             Self::Auto => f.write_str("auto"),
-            Self::Fixed(d) => f.write_str(&crate::delay::format_duration(*d)),
+            Self::Fixed(d) => f.write_str(&crate::sim::delay::format_duration(*d)),
         }
     }
 }

@@ -11,7 +11,7 @@
 //! they share. `free_at` is an `AtomicU64` of nanoseconds since the model's epoch, advanced with
 //! `compare_exchange`, so concurrent handlers never block each other.
 
-use crate::delay::DelaySpec;
+use crate::sim::delay::DelaySpec;
 use rand::Rng;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

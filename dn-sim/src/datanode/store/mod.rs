@@ -1,5 +1,5 @@
 //! The container store: containers, their blocks and the blocks' bytes, with the DataNode's
-//! rules for them (Ozone's HddsDispatcher, KeyValueHandler, BlockManagerImpl). [`crate::keyvalue`] turns requests into
+//! rules for them (Ozone's HddsDispatcher, KeyValueHandler, BlockManagerImpl). [`crate::datanode::keyvalue`] turns requests into
 //! calls of this API; the store knows nothing of requests, responses or gRPC.
 //!
 //! ## Layout
@@ -52,8 +52,8 @@ pub use block::{NONE_READ_BUFFER, PutBlock, concat, read_piece_size};
 pub use container::Container;
 pub use verify::ChecksumVerifier;
 
-use crate::containers::ContainerIds;
-use crate::version::OzoneVersion;
+use crate::datanode::container_ids::ContainerIds;
+use crate::datanode::version::OzoneVersion;
 use common::proto::Result as OzoneResult;
 use common::proto::container_data_proto::State;
 use std::collections::HashMap;

@@ -10,13 +10,13 @@ use std::str::FromStr;
 /// Which requests a `--delay` or `--fault` entry applies to. An entry for a type overrides the
 /// `all` entry for that type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CmdTarget {
+pub enum CmdSelector {
     All,
     Type(Type),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TargetError {
+pub enum SelectorError {
     #[error(
         "'{0}' is not a command type (use all or a type in snake case: echo, write_chunk, read_chunk, put_block, get_block, …)"
     )]
@@ -47,35 +47,35 @@ pub fn parse_type(text: &str) -> Option<Type> {
     Type::from_str_name(&camel).filter(|ty| ty.snake_name() == t)
 }
 
-impl FromStr for CmdTarget {
-    type Err = TargetError;
+impl FromStr for CmdSelector {
+    type Err = SelectorError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s.trim() == "all" {
-            return Ok(CmdTarget::All);
+            return Ok(CmdSelector::All);
         }
         parse_type(s)
-            .map(CmdTarget::Type)
-            .ok_or_else(|| TargetError::Unknown(s.to_string()))
+            .map(CmdSelector::Type)
+            .ok_or_else(|| SelectorError::Unknown(s.to_string()))
     }
 }
 
-impl fmt::Display for CmdTarget {
+impl fmt::Display for CmdSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CmdTarget::All => f.write_str("all"),
-            CmdTarget::Type(ty) => f.write_str(&ty.snake_name()),
+            CmdSelector::All => f.write_str("all"),
+            CmdSelector::Type(ty) => f.write_str(&ty.snake_name()),
         }
     }
 }
 
-impl Serialize for CmdTarget {
+impl Serialize for CmdSelector {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
     }
 }
 
-impl<'de> Deserialize<'de> for CmdTarget {
+impl<'de> Deserialize<'de> for CmdSelector {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
         text.parse().map_err(serde::de::Error::custom)
@@ -87,7 +87,7 @@ impl<'de> Deserialize<'de> for CmdTarget {
 /// `#[arg(long = "delay")] delay: Vec<Assignment<DelaySpec>>`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assignment<T> {
-    pub target: CmdTarget,
+    pub target: CmdSelector,
     pub value: T,
 }
 
@@ -96,14 +96,14 @@ where
     T: FromStr,
     T::Err: fmt::Display,
 {
-    type Err = TargetError;
+    type Err = SelectorError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (target, value) = s
             .split_once('=')
-            .ok_or_else(|| TargetError::NoEquals(s.to_string()))?;
-        let target: CmdTarget = target.parse()?;
-        let value = value.parse().map_err(|e: T::Err| TargetError::Value {
+            .ok_or_else(|| SelectorError::NoEquals(s.to_string()))?;
+        let target: CmdSelector = target.parse()?;
+        let value = value.parse().map_err(|e: T::Err| SelectorError::Value {
             target: target.to_string(),
             reason: e.to_string(),
         })?;
@@ -123,13 +123,19 @@ mod tests {
 
     #[test]
     fn targets_parse_in_snake_case() {
-        assert_eq!("all".parse(), Ok(CmdTarget::All));
-        assert_eq!("echo".parse(), Ok(CmdTarget::Type(Type::Echo)));
-        assert_eq!("write_chunk".parse(), Ok(CmdTarget::Type(Type::WriteChunk)));
-        assert_eq!("WriteChunk".parse(), Ok(CmdTarget::Type(Type::WriteChunk)));
+        assert_eq!("all".parse(), Ok(CmdSelector::All));
+        assert_eq!("echo".parse(), Ok(CmdSelector::Type(Type::Echo)));
+        assert_eq!(
+            "write_chunk".parse(),
+            Ok(CmdSelector::Type(Type::WriteChunk))
+        );
+        assert_eq!(
+            "WriteChunk".parse(),
+            Ok(CmdSelector::Type(Type::WriteChunk))
+        );
         assert_eq!(
             "get_committed_block_length".parse(),
-            Ok(CmdTarget::Type(Type::GetCommittedBlockLength))
+            Ok(CmdSelector::Type(Type::GetCommittedBlockLength))
         );
         for bad in [
             "",
@@ -140,15 +146,15 @@ mod tests {
             "nope",
             "_echo",
         ] {
-            assert!(bad.parse::<CmdTarget>().is_err(), "{bad}");
+            assert!(bad.parse::<CmdSelector>().is_err(), "{bad}");
         }
-        assert_eq!(CmdTarget::Type(Type::ReadChunk).to_string(), "read_chunk");
+        assert_eq!(CmdSelector::Type(Type::ReadChunk).to_string(), "read_chunk");
     }
 
     #[test]
     fn assignment_splits_at_first_equals() {
         let a: Assignment<String> = "read_chunk=normal:mean=2ms,sd=1ms".parse().unwrap();
-        assert_eq!(a.target, CmdTarget::Type(Type::ReadChunk));
+        assert_eq!(a.target, CmdSelector::Type(Type::ReadChunk));
         assert_eq!(a.value, "normal:mean=2ms,sd=1ms");
         assert_eq!(a.to_string(), "read_chunk=normal:mean=2ms,sd=1ms");
         assert!("read_chunk".parse::<Assignment<String>>().is_err());

@@ -2,7 +2,7 @@
 //! [`ContainerStore`], and, in [`KeyValueHandler::handle`], the steps `HddsDispatcher` runs around
 //! the handler (`HddsDispatcher.dispatchRequest`): find or auto-create the container, refuse
 //! writes on a full store, route by `cmdType`, and mark the container UNHEALTHY after a failed
-//! write. Echo stays in [`crate::dispatcher`]; every other type comes here.
+//! write. Echo stays in [`crate::datanode::dispatcher`]; every other type comes here.
 //!
 //! Per type, a payload that does not match `cmdType` (e.g. WriteChunk without `writeChunk`) is
 //! MALFORMED_REQUEST "Cmd type does not match the payload.", as in the DataNode.
@@ -15,13 +15,13 @@
 //! a failed CreateContainer of a new container, 2.0's audit of a PutBlock whose size does not
 //! match, and command types the release does not define.
 
-use crate::envelope::{envelope, error};
-use crate::payload::PayloadSource;
-use crate::store::{
+use crate::datanode::envelope::{envelope, error};
+use crate::datanode::payload::PayloadSource;
+use crate::datanode::store::{
     Container, ContainerStore, PutBlock, StoreError, StoreResult, concat, read_piece_size,
 };
-use crate::timer::ServiceClock;
-use crate::version::OzoneVersion;
+use crate::datanode::timer::ServiceClock;
+use crate::datanode::version::OzoneVersion;
 use bytes::Bytes;
 use common::proto::container_data_proto::State;
 use common::proto::read_chunk_response_proto::ResponseData;
@@ -42,7 +42,19 @@ use tonic::Status;
 #[derive(Clone, Debug)]
 pub struct NodeIdentity {
     pub datanode_uuid: String,
-    pub version: crate::version::OzoneVersion,
+    pub version: crate::datanode::version::OzoneVersion,
+}
+
+/// The UUID dn-sim answers with unless told otherwise (`--datanode-uuid`).
+pub const DEFAULT_DATANODE_UUID: &str = "00000000-0000-4000-8000-00000000d5d5";
+
+impl Default for NodeIdentity {
+    fn default() -> Self {
+        Self {
+            datanode_uuid: DEFAULT_DATANODE_UUID.to_string(),
+            version: Default::default(),
+        }
+    }
 }
 
 pub struct KeyValueHandler {

@@ -5,17 +5,18 @@
 //! metrics. Nothing here is a DataNode rule; the DataNode's own parts (dispatcher → keyvalue →
 //! store) know nothing of it.
 
-use crate::disk::DiskModel;
-use crate::dispatcher::{HddsDispatcher, chunk_bytes};
-use crate::envelope::error;
-use crate::fault::FaultKind;
-pub use crate::keyvalue::NodeIdentity;
-use crate::metrics::{Answered, Metrics};
-use crate::pool::HandlerPool;
-use crate::service_limits::ServiceLimits;
-pub use crate::settings::LiveSettings;
-use crate::store::ContainerStore;
-use crate::timer::ServiceClock;
+use crate::datanode::dispatcher::{HddsDispatcher, chunk_bytes};
+use crate::datanode::envelope::error;
+pub use crate::datanode::keyvalue::NodeIdentity;
+use crate::datanode::store::ContainerStore;
+use crate::datanode::timer::ServiceClock;
+use crate::sim::delay::DelaySpec;
+use crate::sim::disk::{DiskModel, DiskModelError};
+use crate::sim::fault::FaultKind;
+pub use crate::sim::live_settings::LiveSettings;
+use crate::sim::metrics::{Answered, Metrics};
+use crate::sim::pool::HandlerPool;
+use crate::sim::service_limits::{LimitPolicy, LimitRates, ServiceLimits};
 use arc_swap::ArcSwap;
 use common::proto::{
     ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response, Type,
@@ -50,10 +51,58 @@ pub struct Admission {
     pub limits: ServiceLimits,
     pub metrics: Metrics,
     /// The Ozone release answered as (also in the handler's `NodeIdentity`).
-    pub version: crate::version::OzoneVersion,
+    pub version: crate::datanode::version::OzoneVersion,
 }
 
+/// What an [`Admission`] is made of, as the flags set it (`dn_sim::Config::admission`); the
+/// default is dn-sim's without flags.
+#[derive(Clone, Debug)]
+pub struct AdmissionConfig {
+    pub node: NodeIdentity,
+    pub handler_count: usize,
+    pub max_queue: Option<usize>,
+    pub live: LiveSettings,
+    pub disk_bandwidth: Option<f64>,
+    pub disk_latency: Option<DelaySpec>,
+    pub limit_rates: LimitRates,
+    pub limit_policy: LimitPolicy,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        Self {
+            node: NodeIdentity::default(),
+            handler_count: DEFAULT_HANDLER_COUNT,
+            max_queue: None,
+            live: LiveSettings::default(),
+            disk_bandwidth: None,
+            disk_latency: None,
+            limit_rates: LimitRates::default(),
+            limit_policy: LimitPolicy::default(),
+        }
+    }
+}
+
+/// dn-sim's `--handler-count` when none is given.
+pub const DEFAULT_HANDLER_COUNT: usize = 10;
+
 impl Admission {
+    /// The simulation around a DataNode serving `store`, built from `config`; fails only for a
+    /// disk bandwidth that is not a positive number.
+    pub fn from_config(
+        store: Arc<ContainerStore>,
+        config: AdmissionConfig,
+    ) -> Result<Self, DiskModelError> {
+        Ok(Self::new(
+            store,
+            config.node,
+            HandlerPool::new(config.handler_count, config.max_queue),
+            config.live,
+            DiskModel::new(config.disk_bandwidth, config.disk_latency)?,
+            ServiceLimits::new(config.limit_rates, config.limit_policy),
+        ))
+    }
+
     pub fn new(
         store: Arc<ContainerStore>,
         node: NodeIdentity,
@@ -87,11 +136,13 @@ impl Admission {
         let size = req.encoded_len();
         self.metrics.request_received(cmd, size);
         if self.limits.is_limited() {
-            let egress = crate::inflight::expected_response_bytes(&req);
+            let egress = crate::net::inflight_budget::expected_response_bytes(&req);
             if let Err(rejection) = self.limits.check(size as u64, egress, ops_taken, arrived) {
                 self.metrics.rejected(rejection.reason.label());
-                if let crate::service_limits::RejectTiming::After(d) = self.limits.policy().timing {
-                    crate::timer::sleep(d).await;
+                if let crate::sim::service_limits::RejectTiming::After(d) =
+                    self.limits.policy().timing
+                {
+                    crate::datanode::timer::sleep(d).await;
                 }
                 let status = self.limits.status(rejection);
                 self.done(cmd, Answered::Grpc(status.code()), arrived, 0);
@@ -132,11 +183,11 @@ impl Admission {
         let outcome = match fault {
             Some(FaultKind::Result(result)) => {
                 let mut req = req;
-                let message = crate::fault::result_message(result, container_id);
+                let message = crate::sim::fault::result_message(result, container_id);
                 Outcome::Answer(error(&mut req, result, message))
             }
             Some(FaultKind::Grpc(code)) => {
-                Outcome::Fail(Status::new(code, crate::fault::grpc_message(code)))
+                Outcome::Fail(Status::new(code, crate::sim::fault::grpc_message(code)))
             }
             Some(FaultKind::Drop) => Outcome::Drop,
             Some(FaultKind::Reset) => Outcome::Reset,
@@ -152,7 +203,7 @@ impl Admission {
         let (answered, size) = match &outcome {
             Outcome::Answer(resp) => {
                 self.hdds
-                    .account(&self.metrics, cmd, &before, resp, arrived);
+                    .account(&self.metrics.datanode, cmd, &before, resp, arrived);
                 (Answered::Result(resp.result), resp.encoded_len())
             }
             Outcome::Fail(status) => (Answered::Grpc(status.code()), 0),

@@ -2,9 +2,9 @@
 //! answered one each, in order. Both client patterns work: the Java client's one request per
 //! stream followed by half-close, and many requests on one long stream.
 
-use crate::admission::{Admission, Outcome};
-use crate::rng::RngFactory;
-use crate::version::OzoneVersion;
+use crate::datanode::version::OzoneVersion;
+use crate::sim::admission::{Admission, Outcome};
+use crate::sim::rng::RngFactory;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolService;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 use futures_util::Stream;
@@ -14,13 +14,13 @@ use std::sync::Arc;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 pub struct XceiverService {
-    dispatcher: Arc<Admission>,
+    admission: Arc<Admission>,
     rngs: RngFactory,
 }
 
 impl XceiverService {
-    pub fn new(dispatcher: Arc<Admission>, rngs: RngFactory) -> Self {
-        Self { dispatcher, rngs }
+    pub fn new(admission: Arc<Admission>, rngs: RngFactory) -> Self {
+        Self { admission, rngs }
     }
 }
 
@@ -45,15 +45,15 @@ impl XceiverClientProtocolService for XceiverService {
         request: Request<Streaming<ContainerCommandRequestProto>>,
     ) -> Result<Response<ResponseStream>, Status> {
         // `early` limit rejections come before the stream's request is read (Trailers-Only).
-        let limits = &self.dispatcher.limits;
+        let limits = &self.admission.limits;
         let early = limits.is_limited()
-            && limits.policy().timing == crate::service_limits::RejectTiming::Early;
+            && limits.policy().timing == crate::sim::service_limits::RejectTiming::Early;
         if early && let Err(rejection) = limits.check_early(std::time::Instant::now()) {
-            self.dispatcher.metrics.rejected(rejection.reason.label());
+            self.admission.metrics.rejected(rejection.reason.label());
             return Err(limits.status(rejection));
         }
-        self.dispatcher.metrics.stream_opened();
-        let open = OpenStream(Arc::clone(&self.dispatcher));
+        self.admission.metrics.stream_opened();
+        let open = OpenStream(Arc::clone(&self.admission));
         // The response stream pulls the next request only after the previous answer was taken,
         // which keeps one stream's requests in order and needs no task or channel per stream.
         // An inbound error (a request that fails to parse, or one over the message limit) ends the
@@ -61,10 +61,10 @@ impl XceiverClientProtocolService for XceiverService {
         // draws its delays and faults from its own seeded generator. `answered`: a response went
         // out on this stream (grpc-java has then sent the headers).
         // With an early check, the stream's first request has been charged its ops token.
-        // The stream's share of the in-flight budget (`crate::inflight`), when the server has one.
+        // The stream's share of the in-flight budget (`crate::net::inflight_budget`), when the server has one.
         let budget = request
             .extensions()
-            .get::<Arc<crate::inflight::StreamCharge>>()
+            .get::<Arc<crate::net::inflight_budget::StreamCharge>>()
             .cloned();
         let state = (
             (request.into_inner(), budget),
@@ -98,15 +98,18 @@ impl XceiverClientProtocolService for XceiverService {
                         let req = match &budget {
                             Some(b) => {
                                 let (req, compacted) =
-                                    crate::inflight::compact(req, b.last_message_len());
+                                    crate::net::inflight_budget::compact(req, b.last_message_len());
                                 if let Some(kept) = compacted {
                                     // The stream holds only this request's prefix and bytes now.
                                     b.release_all();
                                     b.charge(kept + 5);
                                 }
-                                b.charge(crate::inflight::decoded_extra(&req));
-                                let answer =
-                                    crate::inflight::expected_answer(open.0.store(), &req).await;
+                                b.charge(crate::net::inflight_budget::decoded_extra(&req));
+                                let answer = crate::net::inflight_budget::expected_answer(
+                                    open.0.store(),
+                                    &req,
+                                )
+                                .await;
                                 if let Err(status) = b.reserve(answer).await {
                                     b.release_all();
                                     return Some((
@@ -129,7 +132,7 @@ impl XceiverClientProtocolService for XceiverService {
                         match outcome {
                             Outcome::Answer(resp) => Ok(resp),
                             Outcome::Fail(status) => Err(status),
-                            Outcome::Reset => Err(crate::reset::reset_status()),
+                            Outcome::Reset => Err(crate::net::reset::reset_status()),
                             Outcome::Drop => std::future::pending().await,
                         }
                     }
@@ -180,7 +183,7 @@ pub fn inbound_error(status: Status, version: OzoneVersion, answered: bool) -> S
         if version.at_least(OzoneVersion::V2_1) && !answered {
             return Status::resource_exhausted(text);
         }
-        return crate::reset::cancel_status(&text);
+        return crate::net::reset::cancel_status(&text);
     }
     status
 }

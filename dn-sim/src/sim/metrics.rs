@@ -1,54 +1,33 @@
 //! Metrics, in two expositions:
-//! - DataNode names (`/prom` only), rendered as a real DataNode's `/prom` shows them, so Ozone's
-//!   own queries and Grafana dashboards work against dn-sim: `storage_container_metrics_*`
-//!   (Hadoop metrics2 `ContainerMetrics`, labels `context="dfs"` and `hostname`) and
-//!   `hdds_dispatcher_{counter,time}` (labels `type` and `hostname`) and
-//!   `hdds_dispatcher_concurrency` (a counter, label `hostname`), one series per command type of
-//!   the `--ozone-version` release. These names break Prometheus naming rules (no `_total`,
-//!   `counter` and `ns` in names), as a real DataNode's do, so they are kept out of `/metrics`.
+//! - DataNode names (`/prom` only): [`crate::datanode::metrics`], rendered as a real DataNode's
+//!   `/prom` shows them, so Ozone's own queries and Grafana dashboards work against dn-sim.
 //! - Simulator internals with Prometheus conventions (`dn_sim_*`, `process_*`; on `/prom` and
 //!   `/metrics`): requests by type and result, request duration and queue wait histograms in
-//!   seconds, handlers, queue, connections, streams, bytes, faults, rejections, process CPU, memory
-//!   and file descriptors. `/metrics` passes `promtool check metrics`.
+//!   seconds, handlers, queue, connections, streams, bytes, faults, rejections, process CPU,
+//!   memory and file descriptors; `net` registers its frame and connection-limit series on the
+//!   same recorder ([`Metrics::recorder`]). `/metrics` passes `promtool check metrics`.
 //!
 //! Each server has its own recorders (no global recorder), so several dn-sims in one process —
 //! tests, loadgen's embedded one — keep separate numbers. Handles are registered once; recording a
 //! request is a few atomic adds.
 
-use crate::fault::FaultKind;
-use crate::version::OzoneVersion;
+use crate::datanode::metrics::{ContainerMetrics, MAX_TYPE};
+use crate::datanode::version::OzoneVersion;
+use crate::sim::fault::FaultKind;
 use common::proto::{Result as OzoneResult, Type};
 use metrics::{
     Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 const META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
-
-/// Highest `Type` number in the protocol (StreamInitWithPutBlock = 25).
-const MAX_TYPE: usize = 25;
 
 const DURATION_BUCKETS: &[f64] = &[
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
     1.0, 2.5, 5.0, 10.0, 30.0,
 ];
-
-/// One command type's DataNode metrics: `ContainerMetrics` (`num<T>`, `bytes<T>`, the
-/// `latencyNs<T>` rate) and `HddsDispatcher` (`counter`, `time` in ms).
-#[derive(Default)]
-struct DnType {
-    num: AtomicU64,
-    bytes: AtomicU64,
-    latency_count: AtomicU64,
-    latency_total_ns: AtomicU64,
-    dispatcher_counter: AtomicU64,
-    dispatcher_time_ms: AtomicU64,
-}
 
 /// How a request was answered, as the `result` label of `dn_sim_requests_total` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,7 +70,7 @@ impl Answered {
             Answered::Result(n) => OzoneResult::try_from(n)
                 .map_or("UNKNOWN", |r| r.as_str_name())
                 .to_string(),
-            Answered::Grpc(code) => format!("GRPC_{}", crate::fault::grpc_code_name(code)),
+            Answered::Grpc(code) => format!("GRPC_{}", crate::sim::fault::grpc_code_name(code)),
             Answered::Dropped => "DROPPED".to_string(),
             Answered::Reset => "RESET".to_string(),
         }
@@ -141,14 +120,10 @@ fn fault_slot(kind: &FaultKind) -> usize {
 /// The reasons of `dn_sim_rejected_requests_total{reason}`: the service limits' and the queue's.
 const REJECT_REASONS: [&str; 4] = ["ingress", "egress", "ops", "queue_full"];
 
+/// A server's metrics: the DataNode's own and the simulator's.
 pub struct Metrics {
-    version: OzoneVersion,
-    hostname: String,
-    /// Indexed by `Type` number; only the release's types are rendered.
-    dn: Vec<DnType>,
-    num_ops: AtomicU64,
-    /// `HddsDispatcher.concurrency`: requests between arrival and answer.
-    in_flight: AtomicI64,
+    /// The DataNode's `ContainerMetrics` and `HddsDispatcher` series.
+    pub datanode: ContainerMetrics,
     sim: PrometheusRecorder,
     types: Vec<Option<SimType>>,
     faults: LazyCounters,
@@ -164,11 +139,6 @@ pub struct Metrics {
     process_cpu: Counter,
     process_rss: Gauge,
     process_fds: Gauge,
-    /// Connections accepted, refused and closed; HTTP/2 frames (`connections.rs`).
-    pub connection_metrics: crate::connections::ConnectionMetrics,
-    /// (count, total_ns) per type at the previous scrape, for `_avg_time` over the last interval as
-    /// Hadoop's MutableRate reports it (0.0 for an interval without samples).
-    previous: Mutex<Vec<(u64, u64)>>,
     /// Called on every scrape to bring gauges kept elsewhere up to date (the in-flight budget's):
     /// set once at start, so metrics knows none of the modules that keep them.
     on_scrape: OnceLock<Box<dyn Fn() + Send + Sync>>,
@@ -201,9 +171,6 @@ impl Default for Metrics {
 impl Metrics {
     /// Metrics of a DataNode of release `version` (its command types, its metric names).
     pub fn new(version: OzoneVersion) -> Self {
-        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "dn-sim".into());
         let sim = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)
             .expect("non-empty buckets")
@@ -310,11 +277,7 @@ impl Metrics {
             );
         }
         Self {
-            version,
-            hostname,
-            dn: (0..=MAX_TYPE).map(|_| DnType::default()).collect(),
-            num_ops: AtomicU64::new(0),
-            in_flight: AtomicI64::new(0),
+            datanode: ContainerMetrics::new(version),
             queue_wait: sim.register_histogram(&key("dn_sim_queue_wait_seconds", &[]), &META),
             bytes_received: sim.register_counter(&key("dn_sim_received_bytes_total", &[]), &META),
             bytes_sent: sim.register_counter(&key("dn_sim_sent_bytes_total", &[]), &META),
@@ -326,8 +289,6 @@ impl Metrics {
             process_cpu: sim.register_counter(&key("process_cpu_seconds_total", &[]), &META),
             process_rss: sim.register_gauge(&key("process_resident_memory_bytes", &[]), &META),
             process_fds: sim.register_gauge(&key("process_open_fds", &[]), &META),
-            previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
-            connection_metrics: crate::connections::ConnectionMetrics::register(&sim),
             on_scrape: OnceLock::new(),
             types,
             faults: LazyCounters::new(FAULT_SLOTS),
@@ -336,44 +297,14 @@ impl Metrics {
         }
     }
 
-    fn dn(&self, t: Type) -> &DnType {
-        &self.dn[t as usize]
-    }
-
     fn of(&self, t: Type) -> Option<&SimType> {
         self.types.get(t as usize).and_then(Option::as_ref)
     }
 
-    /// A request arrived (the DataNode counts an op before it checks anything, and its
-    /// dispatcher counts the call).
+    /// A request arrived: the DataNode's counts and the bytes received.
     pub fn request_received(&self, t: Type, message_bytes: usize) {
-        self.num_ops.fetch_add(1, Relaxed);
-        let m = self.dn(t);
-        m.num.fetch_add(1, Relaxed);
-        m.dispatcher_counter.fetch_add(1, Relaxed);
-        self.in_flight.fetch_add(1, Relaxed);
+        self.datanode.request_received(t);
         self.bytes_received.increment(message_bytes as u64);
-    }
-
-    /// An op the DataNode counts inside a request (`incContainerOpsMetrics`): the CreateContainer
-    /// of an auto-create, the PutBlock piggybacked on a WriteChunk.
-    pub fn inner_op(&self, t: Type) {
-        self.num_ops.fetch_add(1, Relaxed);
-        self.dn(t).num.fetch_add(1, Relaxed);
-    }
-
-    /// `latencyNs<T>`: recorded only when the handler ran (not for the dispatcher's pre-handler
-    /// failures), from the request's arrival.
-    pub fn handler_latency(&self, t: Type, elapsed: Duration) {
-        let m = self.dn(t);
-        m.latency_total_ns
-            .fetch_add(elapsed.as_nanos() as u64, Relaxed);
-        m.latency_count.fetch_add(1, Relaxed);
-    }
-
-    /// `bytes<T>`: what the DataNode's handler counts on its success path.
-    pub fn datanode_bytes(&self, t: Type, bytes: u64) {
-        self.dn(t).bytes.fetch_add(bytes, Relaxed);
     }
 
     /// A request was answered after `elapsed` (queue wait included) with `result` (an Ozone
@@ -386,10 +317,7 @@ impl Metrics {
         elapsed: Duration,
         response_bytes: usize,
     ) {
-        let m = self.dn(t);
-        m.dispatcher_time_ms
-            .fetch_add(elapsed.as_millis() as u64, Relaxed);
-        self.in_flight.fetch_sub(1, Relaxed);
+        self.datanode.request_done(t, elapsed);
         if let Some(m) = self.of(t) {
             m.duration.record(elapsed.as_secs_f64());
             m.answers
@@ -483,7 +411,7 @@ impl Metrics {
         self.sim.handle().run_upkeep();
     }
 
-    fn refresh(&self, pool: &crate::pool::HandlerPool) {
+    fn refresh(&self, pool: &crate::sim::pool::HandlerPool) {
         self.handlers_busy.set(pool.busy() as f64);
         self.handlers_total.set(pool.size() as f64);
         self.queue_depth.set(pool.queued() as f64);
@@ -497,167 +425,18 @@ impl Metrics {
         }
     }
 
-    /// The DataNode-named metrics as a real DataNode's `/prom` renders them
-    /// (`PrometheusMetricsSink`): `# TYPE` and samples sorted by name, `ContainerMetrics` with
-    /// labels `context="dfs",hostname`, `HddsDispatcher` with `type,hostname` (its
-    /// `concurrency`, a counter, with `hostname` only); one series per command type of the
-    /// release; integers for counters, Java doubles for gauges.
-    fn render_datanode(&self) -> String {
-        let host = &self.hostname;
-        let scm = format!("{{context=\"dfs\",hostname=\"{host}\"}}");
-        // name → (TYPE, [(labels, value)])
-        let mut out: BTreeMap<String, Family> = BTreeMap::new();
-        let mut put = |name: String, kind: &'static str, labels: String, value: String| {
-            out.entry(name)
-                .or_insert_with(|| (kind, Vec::new()))
-                .1
-                .push((labels, value));
-        };
-        let counter = |v: u64| v.to_string();
-        let scm_name = |n: &str| format!("storage_container_metrics_{n}");
-        put(
-            scm_name("num_ops"),
-            "counter",
-            scm.clone(),
-            counter(self.num_ops.load(Relaxed)),
-        );
-        let mut extras = vec![
-            "container_delete_failed_non_empty",
-            "container_delete_failed_block_count_not_zero",
-            "container_force_delete",
-            "num_read_state_machine",
-            "bytes_read_state_machine",
-        ];
-        if self.version.at_least(OzoneVersion::V2_1) {
-            extras.extend([
-                "num_container_reconciled_without_changes",
-                "num_container_reconciled_with_changes",
-            ]);
-        }
-        for n in extras {
-            put(scm_name(n), "counter", scm.clone(), "0".into());
-        }
-        let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
-        for t in self.version.cmd_types() {
-            let m = self.dn(t);
-            let snake = t.snake_name();
-            put(
-                scm_name(&format!("num_{snake}")),
-                "counter",
-                scm.clone(),
-                counter(m.num.load(Relaxed)),
-            );
-            put(
-                scm_name(&format!("bytes_{snake}")),
-                "counter",
-                scm.clone(),
-                counter(m.bytes.load(Relaxed)),
-            );
-            if self.version.at_least(OzoneVersion::V2_1) {
-                put(
-                    scm_name(&format!("bytes_for_closed_container_{snake}")),
-                    "counter",
-                    scm.clone(),
-                    "0".into(),
-                );
-            }
-            let (count, total) = (
-                m.latency_count.load(Relaxed),
-                m.latency_total_ns.load(Relaxed),
-            );
-            let (pc, pt) = std::mem::replace(&mut previous[t as usize], (count, total));
-            let avg = if count > pc {
-                (total - pt) as f64 / (count - pc) as f64
-            } else {
-                0.0
-            };
-            put(
-                scm_name(&format!("latency_ns_{snake}_num_ops")),
-                "counter",
-                scm.clone(),
-                counter(count),
-            );
-            put(
-                scm_name(&format!("latency_ns_{snake}_avg_time")),
-                "gauge",
-                scm.clone(),
-                java_double(avg),
-            );
-            let typed = format!("{{type=\"{}\",hostname=\"{host}\"}}", t.as_str_name());
-            put(
-                "hdds_dispatcher_counter".into(),
-                "counter",
-                typed.clone(),
-                counter(m.dispatcher_counter.load(Relaxed)),
-            );
-            put(
-                "hdds_dispatcher_time".into(),
-                "counter",
-                typed,
-                counter(m.dispatcher_time_ms.load(Relaxed)),
-            );
-        }
-        drop(previous);
-        put(
-            "hdds_dispatcher_concurrency".into(),
-            "counter",
-            format!("{{hostname=\"{host}\"}}"),
-            self.in_flight.load(Relaxed).max(0).to_string(),
-        );
-        let mut text = String::new();
-        for (name, (kind, mut series)) in out {
-            series.sort();
-            let _ = writeln!(text, "# TYPE {name} {kind}");
-            for (labels, value) in series {
-                let _ = writeln!(text, "{name}{labels} {value}");
-            }
-        }
-        text
-    }
-
     /// `/prom`: DataNode names, then the simulator's.
-    pub fn render_prom(&self, pool: &crate::pool::HandlerPool) -> String {
+    pub fn render_prom(&self, pool: &crate::sim::pool::HandlerPool) -> String {
         self.refresh(pool);
-        let mut out = self.render_datanode();
+        let mut out = self.datanode.render();
         out.push_str(&self.sim.handle().render());
         out
     }
 
     /// `/metrics`: the simulator's metrics only, with Prometheus naming.
-    pub fn render_metrics(&self, pool: &crate::pool::HandlerPool) -> String {
+    pub fn render_metrics(&self, pool: &crate::sim::pool::HandlerPool) -> String {
         self.refresh(pool);
         self.sim.handle().render()
-    }
-}
-
-/// One metric name's `# TYPE` and its (labels, value) samples.
-type Family = (&'static str, Vec<(String, String)>);
-
-/// A double as Java's `Double.toString` prints it (Hadoop's sink writes gauges so): `0.0`,
-/// `1500000.0`, `1.25E7`.
-fn java_double(v: f64) -> String {
-    if !v.is_finite() {
-        return if v.is_nan() {
-            "NaN".into()
-        } else if v > 0.0 {
-            "Infinity".into()
-        } else {
-            "-Infinity".into()
-        };
-    }
-    let a = v.abs();
-    if a == 0.0 || (1e-3..1e7).contains(&a) {
-        let s = format!("{v}");
-        if s.contains('.') { s } else { format!("{s}.0") }
-    } else {
-        let s = format!("{v:e}");
-        let (mantissa, exp) = s.split_once('e').expect("{:e} has an exponent");
-        let mantissa = if mantissa.contains('.') {
-            mantissa.to_string()
-        } else {
-            format!("{mantissa}.0")
-        };
-        format!("{mantissa}E{exp}")
     }
 }
 
@@ -749,9 +528,10 @@ mod tests {
     #[test]
     fn datanode_names_are_exposed_on_prom_only() {
         let m = Metrics::new(OzoneVersion::V2_2);
-        let pool = crate::pool::HandlerPool::new(4, None);
+        let pool = crate::sim::pool::HandlerPool::new(4, None);
         m.request_received(Type::Echo, 20);
-        m.handler_latency(Type::Echo, Duration::from_micros(1500));
+        m.datanode
+            .handler_latency(Type::Echo, Duration::from_micros(1500));
         m.request_done(
             Type::Echo,
             Answered::Result(OzoneResult::Success as i32),
@@ -813,7 +593,7 @@ mod tests {
 
     #[test]
     fn each_release_lists_its_own_command_types_and_counters() {
-        let pool = crate::pool::HandlerPool::new(1, None);
+        let pool = crate::sim::pool::HandlerPool::new(1, None);
         let count =
             |prom: &str, prefix: &str| prom.lines().filter(|l| l.starts_with(prefix)).count();
         for (v, types) in [
@@ -855,18 +635,9 @@ mod tests {
     }
 
     #[test]
-    fn gauges_print_as_java_doubles() {
-        assert_eq!(java_double(0.0), "0.0");
-        assert_eq!(java_double(1500000.0), "1500000.0");
-        assert_eq!(java_double(1234.5), "1234.5");
-        assert_eq!(java_double(12500000.0), "1.25E7");
-        assert_eq!(java_double(10000000.0), "1.0E7");
-    }
-
-    #[test]
     fn each_answer_fault_and_rejection_counts_in_its_own_series() {
         let m = Metrics::new(OzoneVersion::V2_2);
-        let pool = crate::pool::HandlerPool::new(1, None);
+        let pool = crate::sim::pool::HandlerPool::new(1, None);
         let ms = Duration::from_millis(1);
         let answers = [
             Answered::Result(OzoneResult::Success as i32),

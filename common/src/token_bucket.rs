@@ -1,5 +1,5 @@
-//! Service limits: a token bucket for ingress bytes/s, egress bytes/s or ops/s, shared by every
-//! connection of the simulated DataNode (throttling.md §1.2).
+//! A lock-free token bucket: dn-sim's service limits (ingress bytes/s, egress bytes/s or ops/s,
+//! shared by every connection of the simulated DataNode) and loadgen's client-side throttles.
 //!
 //! The bucket is a GCRA ("generic cell rate algorithm", virtual scheduling): instead of a token
 //! count it keeps one number, the *theoretical arrival time* `tat` — the instant at which the

@@ -17,7 +17,7 @@
 //! Any `Fn(&[u8], &ChecksumData) -> Result<(), String>` is a verifier too, for tests; its `Err`
 //! becomes an IO_EXCEPTION with that message.
 
-use crate::version::OzoneVersion;
+use crate::datanode::version::OzoneVersion;
 use common::proto::{ChecksumData, ChecksumType, Result as OzoneResult};
 use std::fmt::Write as _;
 use std::sync::Arc;

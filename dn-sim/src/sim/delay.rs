@@ -18,7 +18,7 @@
 //!
 //! [`Display`]: std::fmt::Display
 
-use crate::target::{Assignment, CmdTarget, TargetError};
+use crate::sim::cmd_selector::{Assignment, CmdSelector, SelectorError};
 use common::proto::Type;
 use common::units::parse_duration;
 use rand::Rng;
@@ -323,15 +323,15 @@ fn percentile_inverse_cdf(points: &[PercentilePoint], u: f64) -> f64 {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct DelayModel {
-    entries: BTreeMap<CmdTarget, DelaySpec>,
+    entries: BTreeMap<CmdSelector, DelaySpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DelayModelError {
     #[error("--delay {0}")]
-    Entry(#[from] TargetError),
+    Entry(#[from] SelectorError),
     #[error("--delay for {0} is given twice")]
-    Duplicate(CmdTarget),
+    Duplicate(CmdSelector),
 }
 
 impl DelayModel {
@@ -364,7 +364,7 @@ impl DelayModel {
     }
 
     /// Sets (`Some`) or removes (`None`) the entry for `target`; returns the previous one.
-    pub fn set(&mut self, target: CmdTarget, spec: Option<DelaySpec>) -> Option<DelaySpec> {
+    pub fn set(&mut self, target: CmdSelector, spec: Option<DelaySpec>) -> Option<DelaySpec> {
         match spec {
             Some(spec) => self.entries.insert(target, spec),
             None => self.entries.remove(&target),
@@ -372,15 +372,15 @@ impl DelayModel {
     }
 
     /// The entry given for exactly `target`.
-    pub fn get(&self, target: CmdTarget) -> Option<&DelaySpec> {
+    pub fn get(&self, target: CmdSelector) -> Option<&DelaySpec> {
         self.entries.get(&target)
     }
 
     /// The spec in effect for `cmd_type`: its own entry, else `all`, else none.
     pub fn spec_for(&self, cmd_type: Type) -> Option<&DelaySpec> {
         self.entries
-            .get(&CmdTarget::Type(cmd_type))
-            .or_else(|| self.entries.get(&CmdTarget::All))
+            .get(&CmdSelector::Type(cmd_type))
+            .or_else(|| self.entries.get(&CmdSelector::All))
     }
 
     /// The delay for one request of `cmd_type`; zero (and no draw) when no spec applies.
@@ -394,7 +394,7 @@ impl DelayModel {
     }
 
     /// All entries, `all` first, then by type number.
-    pub fn entries(&self) -> impl Iterator<Item = (CmdTarget, &DelaySpec)> {
+    pub fn entries(&self) -> impl Iterator<Item = (CmdSelector, &DelaySpec)> {
         self.entries.iter().map(|(t, s)| (*t, s))
     }
 }
@@ -402,7 +402,7 @@ impl DelayModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::RngFactory;
+    use crate::sim::rng::RngFactory;
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
@@ -688,7 +688,7 @@ mod tests {
         assert_eq!(only_echo.sample(Type::ReadChunk, &mut rng), Duration::ZERO);
         assert_eq!(
             DelayModel::from_args(["echo=1ms", "echo=2ms"]),
-            Err(DelayModelError::Duplicate(CmdTarget::Type(Type::Echo)))
+            Err(DelayModelError::Duplicate(CmdSelector::Type(Type::Echo)))
         );
         assert!(DelayModel::from_args(["echo:1ms"]).is_err());
         assert!(DelayModel::from_args(["echo=slow"]).is_err());

@@ -2,9 +2,9 @@
 //! place for both ways of setting them: the command line (`cli`, at start) and `PUT /config`
 //! (`admin`, while serving). A value means the same in both and is checked by the same code.
 
-use crate::delay::DelayModel;
-use crate::fault::FaultPlan;
-use crate::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
+use crate::sim::delay::DelayModel;
+use crate::sim::fault::FaultPlan;
+use crate::sim::service_limits::{LimitPolicy, LimitRates, Pushback, RejectTiming};
 use serde_json::{Map, Value};
 
 /// The largest handler pool (`--handler-count`, `handler_count`).
@@ -20,7 +20,7 @@ pub struct LiveSettings {
 
 /// The status a service limit's rejection carries: UNAVAILABLE or RESOURCE_EXHAUSTED.
 pub fn parse_limit_status(s: &str) -> Result<tonic::Code, String> {
-    match crate::fault::parse_grpc_code(s) {
+    match crate::sim::fault::parse_grpc_code(s) {
         Some(c @ (tonic::Code::Unavailable | tonic::Code::ResourceExhausted)) => Ok(c),
         _ => Err(format!("'{s}' is not UNAVAILABLE or RESOURCE_EXHAUSTED")),
     }

@@ -1,0 +1,20 @@
+//! The DataNode's own parts, as Ozone names them: [`dispatcher`] (HddsDispatcher: routing by
+//! command type, the DataNode's metrics of each answer), [`keyvalue`] (KeyValueHandler: one
+//! function per command type, Echo included), [`envelope`] (response envelopes), [`payload`]
+//! (response payloads), [`store`] (containers, blocks and their bytes), [`container_ids`] (the
+//! `--containers` list), [`metrics`] (`ContainerMetrics` and `HddsDispatcher`'s metrics with a
+//! real DataNode's names), [`version`] (the release whose behaviour is modelled) and [`timer`]
+//! (the handler's clock).
+//!
+//! Nothing here uses [`crate::sim`] or [`crate::net`]: the model of the DataNode is the same
+//! whichever front end (the gRPC port, a Ratis port, an in-process null target) feeds it.
+
+pub mod container_ids;
+pub mod dispatcher;
+pub mod envelope;
+pub mod keyvalue;
+pub mod metrics;
+pub mod payload;
+pub mod store;
+pub mod timer;
+pub mod version;

@@ -1,0 +1,19 @@
+//! The simulation around the DataNode: what a real DataNode's environment would add to a request's
+//! time and fate. [`admission`] runs every request through it (service limits, the handler
+//! [`pool`], injected [`delay`]s and [`fault`]s, the shared [`disk`]) before and after handing it
+//! to [`crate::datanode`]. [`live_settings`] holds what may change while serving (`PUT /config`);
+//! [`cmd_selector`] is the `TYPE=` part of `--delay` and `--fault`; [`rng`] the seeded per-stream
+//! generators; [`metrics`] the simulator's own series (`dn_sim_*`) beside the DataNode's.
+//!
+//! Nothing here uses [`crate::net`]: the simulation is the same behind every front end.
+
+pub mod admission;
+pub mod cmd_selector;
+pub mod delay;
+pub mod disk;
+pub mod fault;
+pub mod live_settings;
+pub mod metrics;
+pub mod pool;
+pub mod rng;
+pub mod service_limits;
