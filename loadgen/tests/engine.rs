@@ -5,7 +5,6 @@
 mod support;
 
 use clap::Parser;
-use dn_sim::EmbeddedServer;
 use loadgen::cli::Cli;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
