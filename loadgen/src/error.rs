@@ -1,11 +1,11 @@
 //! loadgen's errors and the exit code of each (docs/loadgen.md, "Exit codes").
 
-use crate::run::Summary;
 use std::path::PathBuf;
 
 /// Why loadgen did not finish as asked. `main` prints it as one line and exits with
-/// [`Error::exit_code`]; a run that finished with failed requests is not an `Error` (its
-/// [`Summary`] counts them, exit code 1).
+/// [`Error::exit_code`]. A run that finished is not an `Error`, even with failed requests or an
+/// output it could not write: its `run::Summary` counts them (`Summary::exit_code`, 0 or 1) and
+/// keeps the report.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bad flags, or a file given by a flag that cannot be read, parsed or created (the message
@@ -25,10 +25,6 @@ pub enum Error {
     /// there is no report to keep: exit code 1.
     #[error("{0}")]
     Io(String),
-    /// A finished run whose report, manifest or histogram log could not be written: the report
-    /// is in the [`Summary`] (main prints it on stdout), exit code 1.
-    #[error("{0}")]
-    Output(Box<Unwritten>),
 }
 
 impl Error {
@@ -36,7 +32,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Usage(_) | Error::Unreachable(_) => 2,
-            Error::Run(_) | Error::Io(_) | Error::Output(_) => 1,
+            Error::Run(_) | Error::Io(_) => 1,
         }
     }
 
@@ -56,12 +52,11 @@ impl Error {
             Error::Unreachable(m) => Error::Unreachable(f(m)),
             Error::Run(m) => Error::Run(f(m)),
             Error::Io(m) => Error::Io(f(m)),
-            Error::Output(u) => Error::Io(f(u.to_string())),
         }
     }
 }
 
-/// An output of a finished run that could not be written.
+/// An output of a finished run that could not be written (exit code 1; the report is kept).
 #[derive(Debug)]
 pub struct OutputFailure {
     /// "report", "manifest", "histogram log".
@@ -79,28 +74,5 @@ impl std::fmt::Display for OutputFailure {
             self.path.display(),
             self.error
         )
-    }
-}
-
-/// A finished run and the outputs of it that could not be written.
-pub struct Unwritten {
-    pub summary: Summary,
-    /// At least one.
-    pub failures: Vec<OutputFailure>,
-}
-
-impl std::fmt::Debug for Unwritten {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Unwritten")
-            .field("failures", &self.failures)
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Display for Unwritten {
-    /// One line per failure.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let lines: Vec<String> = self.failures.iter().map(ToString::to_string).collect();
-        write!(f, "{}", lines.join("\n"))
     }
 }

@@ -45,7 +45,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Prints a finished run's report and notes; exit code 0 when every request succeeded, else 1.
+/// Prints a finished run's report and notes, then one line per output it could not write
+/// (`loadgen: could not write the report to PATH: …`); exit code 0 when every request succeeded
+/// and every output was written, else 1.
 fn print(summary: &loadgen::Summary) -> ExitCode {
     let mut out = std::io::stdout().lock();
     // A closed pipe (loadgen … | head) is not an error worth a message.
@@ -59,26 +61,14 @@ fn print(summary: &loadgen::Summary) -> ExitCode {
             "loadgen: {integrity} data-integrity error(s): data read back does not match its checksums"
         );
     }
-    if summary.failures() > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+    for f in &summary.unwritten {
+        eprintln!("loadgen: {f}");
     }
+    ExitCode::from(summary.exit_code())
 }
 
-/// One line on stderr (`loadgen: error: …`) and the error's exit code (docs/loadgen.md). A run
-/// whose outputs could not be written still prints its report on stdout, then one line per
-/// output it could not write (`loadgen: could not write the report to PATH: …`), exit code 1.
+/// One line on stderr (`loadgen: error: …`) and the error's exit code (docs/loadgen.md).
 fn fail(e: loadgen::Error) -> ExitCode {
-    let code = e.exit_code();
-    match e {
-        loadgen::Error::Output(unwritten) => {
-            print(&unwritten.summary);
-            for f in &unwritten.failures {
-                eprintln!("loadgen: {f}");
-            }
-        }
-        e => eprintln!("loadgen: error: {e}"),
-    }
-    ExitCode::from(code)
+    eprintln!("loadgen: error: {e}");
+    ExitCode::from(e.exit_code())
 }

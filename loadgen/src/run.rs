@@ -7,7 +7,7 @@ use crate::config::{ReportConfig, RunConfig, StopAfter, Streams, Target, Workloa
 use crate::connection;
 use crate::engine::live::IntervalSink;
 use crate::engine::{Observers, TotalsSink};
-use crate::error::{Error, OutputFailure, Unwritten};
+use crate::error::{Error, OutputFailure};
 use crate::report;
 use crate::report::progress::ProgressDisplay;
 use crate::results;
@@ -32,6 +32,9 @@ pub struct Summary {
     pub results: Results,
     /// Where the report was written (`--output`).
     pub written_to: Option<std::path::PathBuf>,
+    /// The outputs that could not be written at the end (`--output`, `--manifest`): the run
+    /// exits 1 and `stdout` is the report as without `--output`.
+    pub unwritten: Vec<OutputFailure>,
     format: Format,
 }
 
@@ -42,6 +45,11 @@ impl Summary {
 
     pub fn successes(&self) -> u64 {
         self.results.successes()
+    }
+
+    /// 0 when every request succeeded and every output was written, else 1.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(self.failures() > 0 || !self.unwritten.is_empty())
     }
 
     /// What `main` prints on stdout: the report, unless it went to a file; then, for json and
@@ -143,9 +151,8 @@ pub(crate) fn open_output(report: &ReportConfig) -> Result<Option<OutputFile>, E
     OutputFile::check(report.output.as_ref(), report.format)
 }
 
-/// Renders `results` and writes them to `--output` if asked. A report that cannot be written,
-/// or an earlier output of the run that could not be (`unwritten`), is
-/// [`Error::Output`], which carries the report.
+/// Renders `results` and writes them to `--output` if asked. A report that cannot be written
+/// joins the outputs of the run that could not be (`unwritten`) in [`Summary::unwritten`].
 pub(crate) fn finish(
     header: String,
     results: Results,
@@ -174,22 +181,15 @@ pub(crate) fn finish(
             }),
         }
     }
-    let summary = Summary {
+    Ok(Summary {
         header,
         report: rendered,
         text,
         results,
         written_to,
+        unwritten,
         format: report.format,
-    };
-    if unwritten.is_empty() {
-        Ok(summary)
-    } else {
-        Err(Error::Output(Box::new(Unwritten {
-            summary,
-            failures: unwritten,
-        })))
-    }
+    })
 }
 
 pub fn run_config(config: &RunConfig) -> Result<Summary, Error> {
