@@ -2,6 +2,27 @@ use clap::Parser;
 use dn_sim::cli::{Args, Cli, Command};
 use std::process::ExitCode;
 
+/// Why dn-sim exits non-zero (docs/dn-sim.md, "Exit codes"). Each is one line on stderr.
+enum Failure {
+    /// Bad flags or settings (flags, `-D`, `DN_SIM_*`, `OZONE-SITE.XML_*`, TLS files that do
+    /// not load): exit code 2, nothing was started.
+    Usage(String),
+    /// The server could not start: no runtime, a port that cannot be bound, a store that cannot
+    /// be opened: exit code 1. healthcheck: the target is not serving or not reachable: 1.
+    Failed(String),
+}
+
+impl Failure {
+    fn exit(self, prefix: &str) -> ExitCode {
+        let (message, code) = match self {
+            Failure::Usage(m) => (m, 2),
+            Failure::Failed(m) => (m, 1),
+        };
+        eprintln!("{prefix}{message}");
+        ExitCode::from(code)
+    }
+}
+
 fn main() -> ExitCode {
     dn_sim::net::server::tune_allocator();
     let cli = match Cli::try_parse() {
@@ -23,23 +44,27 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(&args),
         Command::Healthcheck(args) => match args
             .check_flags()
-            .map_err(|e| (e, 2))
-            .and_then(|()| dn_sim::net::health::healthcheck(&args).map_err(|e| (e, 1)))
+            .map_err(Failure::Usage)
+            .and_then(|()| dn_sim::net::health::healthcheck(&args).map_err(Failure::Failed))
         {
             Ok(message) => {
                 println!("dn-sim healthcheck: {message}");
                 ExitCode::SUCCESS
             }
-            // 2: a wrong flag; 1: not serving, or not reachable.
-            Err((message, code)) => {
-                eprintln!("dn-sim healthcheck: {message}");
-                ExitCode::from(code)
-            }
+            Err(f) => f.exit("dn-sim healthcheck: "),
         },
     }
 }
 
 fn serve(args: &Args) -> ExitCode {
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => f.exit("dn-sim: "),
+    }
+}
+
+/// Serves until SIGINT or SIGTERM.
+fn run(args: &Args) -> Result<(), Failure> {
     tracing_subscriber::fmt()
         .with_env_filter(
             // h2 warns once per connection it ends for abuse (a rapid reset: dozens a second);
@@ -49,29 +74,26 @@ fn serve(args: &Args) -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let config = match args.config() {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("dn-sim: error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let config = args
+        .config()
+        .map_err(|e| Failure::Usage(format!("error: {e}")))?;
+    // The TLS files given by --tls-cert, --tls-key, --tls-client-ca are the user's input: one
+    // that does not load (or a key that does not fit) is a bad setting, checked before the
+    // server starts (which loads them again).
+    if let Some(tls) = &config.tls {
+        tls.server_config().map_err(Failure::Usage)?;
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {
         builder.worker_threads(n as usize);
     }
-    let runtime = match builder.enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("dn-sim: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(dn_sim::run_until_signal(config)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("dn-sim: {e:#}");
-            ExitCode::from(2)
-        }
-    }
+    let runtime = builder
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Failed(format!("cannot start the runtime: {e}")))?;
+    // The settings were valid: a port that cannot be bound (in use, not a local address) or a
+    // store that cannot be opened is a server that could not start.
+    runtime
+        .block_on(dn_sim::run_until_signal(config))
+        .map_err(|e| Failure::Failed(format!("{e:#}")))
 }

@@ -1,5 +1,6 @@
 //! What a container relies on: the gRPC health service and `dn-sim healthcheck`, settings from
-//! `DN_SIM_*` and `OZONE-SITE.XML_*` environment variables, and one-line errors with exit code 2.
+//! `DN_SIM_*` and `OZONE-SITE.XML_*` environment variables, and one-line errors with exit code 2 (bad settings) or 1 (a
+//! server that cannot start).
 
 use dn_sim::Config;
 use dn_sim::net::health::{XCEIVER_SERVICE, check};
@@ -206,4 +207,37 @@ fn bad_settings_exit_2_with_one_line_naming_them() {
         assert_eq!(stderr.lines().count(), 1, "{args:?} {env:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?} {env:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_server_that_cannot_start_exits_1_with_one_line() {
+    // Valid settings, but the port is taken (held by this test) or the store's directory is
+    // under a regular file: the server could not start, exit code 1 (2 is for bad settings).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let store = format!("dir:{}", file.join("store").display());
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--listen", &addr], addr.as_str()),
+        (
+            vec!["--listen", "127.0.0.1:0", "--store", &store],
+            "--store",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut cmd = dn_sim();
+        cmd.args(&args).env("DN_SIM_METRICS_LISTEN", "none");
+        let (code, stdout, stderr) = run(&mut cmd);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("dn-sim:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{args:?}: {stderr}");
+        assert!(errors[0].contains(needle), "{args:?}: {stderr}");
+    }
+    drop(taken);
 }

@@ -4,7 +4,7 @@
 use crate::cli::{
     CommonArgs, EchoArgs, Format, LoadRate, ReadArgs, ReportArgs, ShapeArgs, StreamMode, WriteArgs,
 };
-use crate::error::UsageError;
+use crate::error::Error;
 use crate::retry::RetryPolicy;
 use crate::schedule::{Plan, RateSchedule};
 use crate::throttle::{
@@ -176,7 +176,7 @@ impl RunConfig {
         c: &CommonArgs,
         report: &ReportArgs,
         workload: WorkloadConfig,
-    ) -> Result<Self, UsageError> {
+    ) -> Result<Self, Error> {
         let moves_data = !matches!(workload, WorkloadConfig::Echo(_));
         let mut bandwidth = None;
         let schedule = match (c.rate, &c.rate_schedule) {
@@ -187,7 +187,7 @@ impl RunConfig {
                 Some(RateSchedule::Constant(1.0))
             }
             (Some(LoadRate::Bytes(_)), _) => {
-                return Err(UsageError(
+                return Err(Error::Usage(
                     "--rate: a bandwidth (e.g. 500MB/s) needs write or read; echo takes requests/s"
                         .into(),
                 ));
@@ -196,7 +196,7 @@ impl RunConfig {
             (None, None) => None,
         };
         if moves_data && c.stream_mode == StreamMode::Persistent {
-            return Err(UsageError(
+            return Err(Error::Usage(
                 "--stream-mode persistent: write and read send each RPC on a new stream, as Ozone's client does".into(),
             ));
         }
@@ -210,7 +210,7 @@ impl RunConfig {
         };
         let streams = match c.stream_mode {
             StreamMode::PerRequest if c.pipeline > 1 => {
-                return Err(UsageError(
+                return Err(Error::Usage(
                     "--pipeline needs --stream-mode persistent (a per-request stream carries one request)".into(),
                 ));
             }
@@ -220,7 +220,7 @@ impl RunConfig {
             },
         };
         if c.target.as_deref() == Some("null") && c.stream_mode == StreamMode::Persistent {
-            return Err(UsageError(
+            return Err(Error::Usage(
                 "--target null answers per-request streams only; --stream-mode persistent needs a network target".into(),
             ));
         }
@@ -233,9 +233,9 @@ impl RunConfig {
         let resilience = ResilienceConfig::from_args(&c.resilience, unit);
         let tls =
             crate::connection::tls::TargetTls::from_flags(&c.tls.flags(), c.target.as_deref())
-                .map_err(UsageError)?;
+                .map_err(Error::Usage)?;
         if c.stream_mode == StreamMode::Persistent && resilience.active() {
-            return Err(UsageError(
+            return Err(Error::Usage(
                 "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
             ));
         }
@@ -281,7 +281,7 @@ impl RunConfig {
         }
     }
 
-    pub fn write(args: &WriteArgs) -> Result<Self, UsageError> {
+    pub fn write(args: &WriteArgs) -> Result<Self, Error> {
         let (shape, described) = shape_of(&args.shape)?;
         let write = WriteConfig {
             shape,
@@ -296,25 +296,25 @@ impl RunConfig {
         Ok(config)
     }
 
-    pub fn read(args: &ReadArgs) -> Result<Self, UsageError> {
+    pub fn read(args: &ReadArgs) -> Result<Self, Error> {
         let (shape, described) = shape_of(&args.shape)?;
         if args.common.target.as_deref() == Some("null") && args.manifest.is_some() {
-            return Err(UsageError(
+            return Err(Error::Usage(
                 "--target null starts with an empty store, so a --manifest's blocks are not in it; leave out --manifest to read a data set written first".into(),
             ));
         }
         let blocks = match &args.manifest {
             Some(path) => {
-                let listed = crate::manifest::read(path).map_err(UsageError)?;
+                let listed = crate::manifest::read(path).map_err(Error::Usage)?;
                 let blocks = listed
                     .iter()
                     .map(|b| {
                         Ok(Expected {
                             id: b.block_id(),
-                            chunks: Some(b.chunk_infos().map_err(UsageError)?),
+                            chunks: Some(b.chunk_infos().map_err(Error::Usage)?),
                         })
                     })
-                    .collect::<Result<Vec<_>, UsageError>>()?;
+                    .collect::<Result<Vec<_>, Error>>()?;
                 Some(std::sync::Arc::new(blocks))
             }
             None => None,
@@ -355,7 +355,7 @@ impl RunConfig {
         }
     }
 
-    pub fn echo(args: &EchoArgs) -> Result<Self, UsageError> {
+    pub fn echo(args: &EchoArgs) -> Result<Self, Error> {
         let echo = EchoConfig {
             payload_req_bytes: (args.payload_req * 1024) as usize,
             // parse_payload_kb bounds the size to 32 MiB, so it fits an int32.
@@ -367,9 +367,9 @@ impl RunConfig {
     }
 }
 
-fn shape_of(a: &ShapeArgs) -> Result<(WriteShape, Shape), UsageError> {
+fn shape_of(a: &ShapeArgs) -> Result<(WriteShape, Shape), Error> {
     let checksum = common::checksum::Checksum::new(a.checksum, a.bytes_per_checksum as u32)
-        .map_err(|e| UsageError(format!("--bytes-per-checksum: {e}")))?;
+        .map_err(|e| Error::Usage(format!("--bytes-per-checksum: {e}")))?;
     let shape = WriteShape {
         write_size: a.write_size as usize,
         chunk_size: a.chunk_size as usize,

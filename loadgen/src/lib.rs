@@ -25,26 +25,26 @@ pub mod sweep;
 pub mod throttle;
 pub mod workload;
 
-pub use error::UsageError;
+pub use error::Error;
 pub use run::{Summary, ToolOutput, run_config};
 
 use crate::config::RunConfig;
 
 /// Runs the command on a runtime of its own and returns what it measured.
-pub fn run(cli: cli::Cli) -> Result<Summary, UsageError> {
+pub fn run(cli: cli::Cli) -> Result<Summary, Error> {
     match &cli.command {
         cli::Command::Echo(args) => run_config(&RunConfig::echo(args)?),
         cli::Command::Write(args) => run_config(&RunConfig::write(args)?),
         cli::Command::Read(args) => run_config(&RunConfig::read(args)?),
         cli::Command::Merge(args) => merge::run(args),
-        cli::Command::Plot(_) | cli::Command::Sweep(_) => Err(UsageError(
+        cli::Command::Plot(_) | cli::Command::Sweep(_) => Err(Error::Usage(
             "plot and sweep write files rather than one run's report: use loadgen::run_tool".into(),
         )),
     }
 }
 
 /// Runs `plot` or `sweep`; `None` for the commands [`run`] handles.
-pub fn run_tool(cli: &cli::Cli) -> Option<Result<ToolOutput, UsageError>> {
+pub fn run_tool(cli: &cli::Cli) -> Option<Result<ToolOutput, Error>> {
     match &cli.command {
         cli::Command::Plot(args) => Some(plot::run(args)),
         cli::Command::Sweep(args) => Some(sweep::run(args)),

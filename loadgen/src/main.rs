@@ -36,35 +36,39 @@ fn main() -> ExitCode {
                 let _ = write!(std::io::stdout().lock(), "{}", out.stdout);
                 ExitCode::SUCCESS
             }
-            Err(e) => {
-                eprintln!("loadgen: error: {e}");
-                ExitCode::from(2)
-            }
+            Err(e) => fail(e),
         };
     }
     match loadgen::run(cli) {
-        Ok(summary) => {
-            let mut out = std::io::stdout().lock();
-            // A closed pipe (loadgen … | head) is not an error worth a message.
-            let _ = write!(out, "{}", summary.stdout());
-            if let Some(path) = &summary.written_to {
-                eprintln!("loadgen: report written to {}", path.display());
-            }
-            let integrity = summary.results.integrity_errors();
-            if integrity > 0 {
-                eprintln!(
-                    "loadgen: {integrity} data-integrity error(s): data read back does not match its checksums"
-                );
-            }
-            if summary.failures() > 0 {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
-        Err(e) => {
-            eprintln!("loadgen: error: {e}");
-            ExitCode::from(2)
-        }
+        Ok(summary) => print(&summary),
+        Err(e) => fail(e),
     }
+}
+
+/// Prints a finished run's report and notes, then one line per output it could not write
+/// (`loadgen: could not write the report to PATH: …`); exit code 0 when every request succeeded
+/// and every output was written, else 1.
+fn print(summary: &loadgen::Summary) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (loadgen … | head) is not an error worth a message.
+    let _ = write!(out, "{}", summary.stdout());
+    if let Some(path) = &summary.written_to {
+        eprintln!("loadgen: report written to {}", path.display());
+    }
+    let integrity = summary.results.integrity_errors();
+    if integrity > 0 {
+        eprintln!(
+            "loadgen: {integrity} data-integrity error(s): data read back does not match its checksums"
+        );
+    }
+    for f in &summary.unwritten {
+        eprintln!("loadgen: {f}");
+    }
+    ExitCode::from(summary.exit_code())
+}
+
+/// One line on stderr (`loadgen: error: …`) and the error's exit code (docs/loadgen.md).
+fn fail(e: loadgen::Error) -> ExitCode {
+    eprintln!("loadgen: error: {e}");
+    ExitCode::from(e.exit_code())
 }

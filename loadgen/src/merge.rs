@@ -5,11 +5,11 @@
 
 use crate::cli::MergeArgs;
 use crate::config::ReportConfig;
-use crate::error::UsageError;
+use crate::error::Error;
 use crate::results::Results;
 use crate::run::Summary;
 
-pub fn run(args: &MergeArgs) -> Result<Summary, UsageError> {
+pub fn run(args: &MergeArgs) -> Result<Summary, Error> {
     let report = ReportConfig::from_args(&args.report);
     let output = crate::run::open_output(&report)?;
     let merged = merge_files(&args.files)?;
@@ -19,16 +19,16 @@ pub fn run(args: &MergeArgs) -> Result<Summary, UsageError> {
         merged.processes,
         merged.description.target
     );
-    crate::run::finish(header, merged, &report, output)
+    crate::run::finish(header, merged, &report, output, Vec::new())
 }
 
-pub fn merge_files(files: &[std::path::PathBuf]) -> Result<Results, UsageError> {
+pub fn merge_files(files: &[std::path::PathBuf]) -> Result<Results, Error> {
     let mut merged: Option<Results> = None;
     for path in files {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| UsageError(format!("merge: {}: {e}", path.display())))?;
+            .map_err(|e| Error::Usage(format!("merge: {}: {e}", path.display())))?;
         let results = crate::report::json::parse(&text).map_err(|e| {
-            UsageError(format!(
+            Error::Usage(format!(
                 "merge: {} is not a loadgen JSON result: {e}",
                 path.display()
             ))
@@ -37,7 +37,7 @@ pub fn merge_files(files: &[std::path::PathBuf]) -> Result<Results, UsageError> 
             None => merged = Some(results),
             Some(m) => {
                 if m.description.workload != results.description.workload {
-                    return Err(UsageError(format!(
+                    return Err(Error::Usage(format!(
                         "merge: {} measured {}, the others {}",
                         path.display(),
                         results.description.workload,
@@ -48,5 +48,5 @@ pub fn merge_files(files: &[std::path::PathBuf]) -> Result<Results, UsageError> 
             }
         }
     }
-    merged.ok_or_else(|| UsageError("merge: give at least one FILE".into()))
+    merged.ok_or_else(|| Error::Usage("merge: give at least one FILE".into()))
 }

@@ -9,7 +9,7 @@
 
 pub use crate::cli::plot::PlotArgs;
 use crate::cli::sweep::heading;
-use crate::error::UsageError;
+use crate::error::Error;
 use crate::run::ToolOutput;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -437,25 +437,26 @@ fn file_title(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-pub fn run(args: &PlotArgs) -> Result<ToolOutput, UsageError> {
+pub fn run(args: &PlotArgs) -> Result<ToolOutput, Error> {
     let (output, panels) = match (&args.csv, &args.result) {
         (Some(csv), _) => (default_output(csv, &args.output), csv_panels(csv, args)?),
         (None, Some(json)) => (
             default_output(json, &args.output),
             result_panels(json, args)?,
         ),
-        (None, None) => return Err(UsageError("plot: give RESULT.json or --csv FILE".into())),
+        (None, None) => return Err(Error::Usage("plot: give RESULT.json or --csv FILE".into())),
     };
+    // The inputs were read: a chart that cannot be written is an I/O failure (exit 1).
     draw(&output, args.size, &panels)
-        .map_err(|e| UsageError(format!("plot: {}: {e}", output.display())))?;
+        .map_err(|e| Error::Io(format!("plot: {}: {e}", output.display())))?;
     eprintln!("loadgen: chart written to {}", output.display());
     Ok(ToolOutput {
         stdout: String::new(),
     })
 }
 
-fn csv_panels(path: &Path, args: &PlotArgs) -> Result<Vec<Panel>, UsageError> {
-    let err = |e: String| UsageError(format!("plot: {}: {e}", path.display()));
+fn csv_panels(path: &Path, args: &PlotArgs) -> Result<Vec<Panel>, Error> {
+    let err = |e: String| Error::Usage(format!("plot: {}: {e}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let mut table = Table::parse(&text).map_err(err)?;
     for (col, value) in &args.filter {
@@ -486,8 +487,8 @@ fn csv_panels(path: &Path, args: &PlotArgs) -> Result<Vec<Panel>, UsageError> {
 
 /// The three panels of one run: latency by percentile, throughput per interval, latency per
 /// interval.
-fn result_panels(path: &Path, args: &PlotArgs) -> Result<Vec<Panel>, UsageError> {
-    let err = |e: String| UsageError(format!("plot: {}: {e}", path.display()));
+fn result_panels(path: &Path, args: &PlotArgs) -> Result<Vec<Panel>, Error> {
+    let err = |e: String| Error::Usage(format!("plot: {}: {e}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let r = crate::report::json::parse(&text)
         .map_err(|e| err(format!("not a loadgen JSON result: {e}")))?;

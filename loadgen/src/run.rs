@@ -7,7 +7,7 @@ use crate::config::{ReportConfig, RunConfig, StopAfter, Streams, Target, Workloa
 use crate::connection;
 use crate::engine::live::IntervalSink;
 use crate::engine::{Observers, TotalsSink};
-use crate::error::UsageError;
+use crate::error::{Error, OutputFailure};
 use crate::report;
 use crate::report::progress::ProgressDisplay;
 use crate::results;
@@ -32,6 +32,9 @@ pub struct Summary {
     pub results: Results,
     /// Where the report was written (`--output`).
     pub written_to: Option<std::path::PathBuf>,
+    /// The outputs that could not be written at the end (`--output`, `--manifest`): the run
+    /// exits 1 and `stdout` is the report as without `--output`.
+    pub unwritten: Vec<OutputFailure>,
     format: Format,
 }
 
@@ -42,6 +45,11 @@ impl Summary {
 
     pub fn successes(&self) -> u64 {
         self.results.successes()
+    }
+
+    /// 0 when every request succeeded and every output was written, else 1.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(self.failures() > 0 || !self.unwritten.is_empty())
     }
 
     /// What `main` prints on stdout: the report, unless it went to a file; then, for json and
@@ -61,85 +69,130 @@ pub struct ToolOutput {
     pub stdout: String,
 }
 
-/// The report file (`--output`), opened before the run so that a bad path fails at once. A csv
-/// file is appended to (one row per run, for sweeps); json and text replace the file.
+/// The report file (`--output`). Checked before the run, so that a path that cannot be written
+/// fails at once (exit code 2, naming the flag), but neither created nor truncated then: a run
+/// that does not start leaves an earlier report as it was. Written at the end; a csv file is
+/// appended to (one row per run, for sweeps), json and text replace the file.
 pub(crate) struct OutputFile {
-    file: File,
     path: std::path::PathBuf,
-    /// csv: the file already has rows; append without a header.
-    pub(crate) has_rows: bool,
+    format: Format,
+}
+
+/// Whether `path` (given by `flag`) can be written, without creating or changing it: an
+/// existing file must open for writing, a new one needs a writable directory.
+pub(crate) fn check_writable(flag: &str, path: &std::path::Path) -> Result<(), Error> {
+    let err = |e: std::io::Error| Error::Usage(format!("{flag} {}: {e}", path.display()));
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(err(std::io::Error::from_raw_os_error(libc::EISDIR))),
+        // Opening for append neither truncates nor writes.
+        Ok(_) => OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map(drop)
+            .map_err(err),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            let m = std::fs::metadata(dir).map_err(err)?;
+            if !m.is_dir() {
+                return Err(err(std::io::Error::from_raw_os_error(libc::ENOTDIR)));
+            }
+            use std::os::unix::ffi::OsStrExt;
+            let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+                .map_err(|e| err(std::io::Error::other(e)))?;
+            // SAFETY: `c` is a NUL-terminated path that outlives the call.
+            if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+                return Err(err(std::io::Error::last_os_error()));
+            }
+            Ok(())
+        }
+        Err(e) => Err(err(e)),
+    }
 }
 
 impl OutputFile {
-    pub(crate) fn open(
+    pub(crate) fn check(
         path: Option<&std::path::PathBuf>,
         format: Format,
-    ) -> Result<Option<Self>, UsageError> {
+    ) -> Result<Option<Self>, Error> {
         let Some(path) = path else {
             return Ok(None);
         };
-        let err = |e: std::io::Error| UsageError(format!("--output {}: {e}", path.display()));
-        let (file, has_rows) = if format == Format::Csv {
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(err)?;
-            let len = file.metadata().map_err(err)?.len();
-            (file, len > 0)
-        } else {
-            (File::create(path).map_err(err)?, false)
-        };
+        check_writable("--output", path)?;
         Ok(Some(Self {
-            file,
             path: path.clone(),
-            has_rows,
+            format,
         }))
     }
 
-    /// Writes the rendered report; returns where it went.
-    pub(crate) fn write(mut self, rendered: &str) -> Result<std::path::PathBuf, UsageError> {
-        self.file
-            .write_all(rendered.as_bytes())
-            .and_then(|_| self.file.flush())
-            .map_err(|e| UsageError(format!("--output {}: {e}", self.path.display())))?;
-        Ok(self.path)
+    /// csv: the file already has rows, so the row goes without a header.
+    fn has_rows(&self) -> bool {
+        self.format == Format::Csv && std::fs::metadata(&self.path).is_ok_and(|m| m.len() > 0)
+    }
+
+    /// Writes the rendered report.
+    fn write(&self, rendered: &str) -> std::io::Result<()> {
+        let mut file = if self.format == Format::Csv {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?
+        } else {
+            File::create(&self.path)?
+        };
+        file.write_all(rendered.as_bytes())?;
+        file.flush()
     }
 }
 
-pub(crate) fn open_output(report: &ReportConfig) -> Result<Option<OutputFile>, UsageError> {
-    OutputFile::open(report.output.as_ref(), report.format)
+pub(crate) fn open_output(report: &ReportConfig) -> Result<Option<OutputFile>, Error> {
+    OutputFile::check(report.output.as_ref(), report.format)
 }
 
-/// Renders `results` and writes them to `--output` if asked.
+/// Renders `results` and writes them to `--output` if asked. A report that cannot be written
+/// joins the outputs of the run that could not be (`unwritten`) in [`Summary::unwritten`].
 pub(crate) fn finish(
     header: String,
     results: Results,
     report: &ReportConfig,
     output: Option<OutputFile>,
-) -> Result<Summary, UsageError> {
+    mut unwritten: Vec<OutputFailure>,
+) -> Result<Summary, Error> {
     let text = report::text::render(&results, &report.percentiles);
     let rendered = match report.format {
         Format::Text => text.clone(),
         Format::Json => report::json::render(&results, &report.percentiles),
         Format::Csv => report::csv::render_with(
             &results,
-            !output.as_ref().is_some_and(|o| o.has_rows),
+            !output.as_ref().is_some_and(OutputFile::has_rows),
             &report.percentiles,
         ),
     };
-    let written_to = output.map(|out| out.write(&rendered)).transpose()?;
+    let mut written_to = None;
+    if let Some(out) = output {
+        match out.write(&rendered) {
+            Ok(()) => written_to = Some(out.path),
+            Err(error) => unwritten.push(OutputFailure {
+                what: "report",
+                path: out.path,
+                error,
+            }),
+        }
+    }
     Ok(Summary {
         header,
         report: rendered,
         text,
         results,
         written_to,
+        unwritten,
         format: report.format,
     })
 }
 
-pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
+pub fn run_config(config: &RunConfig) -> Result<Summary, Error> {
     if let WorkloadConfig::Echo(echo) = &config.workload
         && !echo.read_only
     {
@@ -148,6 +201,9 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
         );
     }
     let output = open_output(&config.report)?;
+    if let Some(path) = &config.live.histogram_log {
+        check_writable("--histogram-log", path)?;
+    }
     // The embedded dn-sim runs on threads of its own; it stops when `_embedded` is dropped.
     let (_embedded, endpoint, target_desc, address) = start_target(config)?;
     // The target's CPU is in loadgen's process.
@@ -156,13 +212,13 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| UsageError(format!("cannot start the runtime: {e}")))?;
+        .map_err(|e| Error::Run(format!("cannot start the runtime: {e}")))?;
     let target = Where {
         endpoint: &endpoint,
         address: &address,
         embedded,
     };
-    let results = runtime.block_on(async {
+    let (results, unwritten) = runtime.block_on(async {
         match &config.workload {
             WorkloadConfig::Echo(echo) => {
                 let workload = Arc::new(workload::echo::Echo::new(
@@ -171,14 +227,13 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
                     &config.datanode_uuid,
                 ));
                 let mut out = phase(config, &endpoint, workload, true).await?;
-                Ok(Results::from_run(
-                    RunDescription::of(config, &address),
-                    &mut out,
-                    embedded,
+                Ok((
+                    Results::from_run(RunDescription::of(config, &address), &mut out, embedded),
+                    Vec::new(),
                 ))
             }
             WorkloadConfig::Write(w) => run_write(config, w, &target).await,
-            WorkloadConfig::Read(r) => run_read(config, r, &target).await,
+            WorkloadConfig::Read(r) => Ok((run_read(config, r, &target).await?, Vec::new())),
         }
     })?;
     finish(
@@ -186,6 +241,7 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, UsageError> {
         results,
         &config.report,
         output,
+        unwritten,
     )
 }
 
@@ -210,7 +266,7 @@ fn store_for(config: &RunConfig) -> Option<dn_sim::datanode::store::StoreKind> {
     }
 }
 
-fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
+fn start_target(config: &RunConfig) -> Result<Started, Error> {
     match &config.target {
         Target::Null => {
             let (store, containers) = match store_for(config) {
@@ -229,7 +285,8 @@ fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
                 "memory"
             };
             let node = connection::null::NullDataNode::new(store, &containers)
-                .map_err(|e| UsageError(format!("--target null: {e}")))?;
+                // Not the user's input: loadgen chose the store and the containers.
+                .map_err(|e| Error::Run(format!("--target null: {e}")))?;
             let desc = format!(
                 "{} (dn-sim's dispatcher called in loadgen's process, store {kind})",
                 connection::null::NAME
@@ -259,7 +316,7 @@ fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
                 ""
             };
             let server = dn_sim::EmbeddedServer::start(sim, *threads)
-                .map_err(|e| UsageError(format!("cannot start the embedded dn-sim: {e:#}")))?;
+                .map_err(|e| Error::Run(format!("cannot start the embedded dn-sim: {e:#}")))?;
             let addr = server.local_addr();
             let desc = format!(
                 "{addr} (embedded dn-sim started by loadgen{kind}, {threads} runtime thread(s))"
@@ -272,8 +329,8 @@ fn start_target(config: &RunConfig) -> Result<Started, UsageError> {
             ))
         }
         Target::Remote(t, tls) => {
-            let uri =
-                connection::target_uri(t, tls.is_some()).map_err(|e| UsageError(e.to_string()))?;
+            let uri = connection::target_uri(t, tls.is_some())
+                .map_err(|e| Error::Usage(e.to_string()))?;
             let desc = match tls {
                 Some(_) => format!("{t} (TLS)"),
                 None => t.clone(),
@@ -302,12 +359,12 @@ async fn phase(
     endpoint: &connection::Endpoint,
     workload: Arc<dyn Workload>,
     live: bool,
-) -> Result<engine::RunOutput, UsageError> {
+) -> Result<engine::RunOutput, Error> {
     let mut metrics = match config.live.metrics_listen.filter(|_| live) {
         Some(addr) => {
-            let (snapshot, local) = report::prometheus::serve(addr)
-                .await
-                .map_err(|e| UsageError(format!("--metrics-listen {addr}: cannot listen: {e}")))?;
+            let (snapshot, local) = report::prometheus::serve(addr).await.map_err(|e| {
+                Error::Usage(format!("--metrics-listen {addr}: cannot listen: {e}"))
+            })?;
             eprintln!("loadgen: metrics on http://{local}/metrics");
             Some(snapshot)
         }
@@ -317,7 +374,7 @@ async fn phase(
     if let Some(path) = config.live.histogram_log.as_ref().filter(|_| live) {
         let start = std::time::SystemTime::now() + config.warmup;
         let log = report::histogram_log::HistogramLog::create(path, start)
-            .map_err(|e| UsageError(format!("--histogram-log {}: {e}", path.display())))?;
+            .map_err(|e| Error::Usage(format!("--histogram-log {}: {e}", path.display())))?;
         intervals.push(Box::new(log));
     }
     let mut display = ProgressDisplay::new(std::io::stderr().is_terminal(), config.stop);
@@ -329,7 +386,7 @@ async fn phase(
     };
     let out = engine::run(config, endpoint, workload, observers).await;
     display.finish();
-    out.map_err(UsageError)
+    out
 }
 
 /// Keeps the committed blocks for a read-back.
@@ -376,7 +433,7 @@ async fn write_phase(
     sink: Arc<dyn BlockSink>,
     target: &Where<'_>,
     live: bool,
-) -> Result<Results, UsageError> {
+) -> Result<Results, Error> {
     let workload = Arc::new(BlockWrite::new(
         shape.clone(),
         config.container_id,
@@ -413,7 +470,7 @@ async fn read_phase(
     v1: bool,
     target: &Where<'_>,
     live: bool,
-) -> Result<Results, UsageError> {
+) -> Result<Results, Error> {
     let workload = Arc::new(BlockRead::new(blocks, verify, v1, &config.datanode_uuid));
     let tally = Arc::clone(&workload.tally);
     let mut out = phase(config, target.endpoint, workload, live).await?;
@@ -438,18 +495,19 @@ async fn read_phase(
 }
 
 /// `loadgen write`: the measured write phase (blocks streamed to `--manifest`, kept only for
-/// `--then-read`), then the read-back if asked for and the writes all succeeded.
+/// `--then-read`), then the read-back if asked for and the writes all succeeded. A manifest
+/// that could not be written is returned with the results, for the report to be kept.
 async fn run_write(
     config: &RunConfig,
     w: &config::WriteConfig,
     target: &Where<'_>,
-) -> Result<Results, UsageError> {
+) -> Result<(Results, Vec<OutputFailure>), Error> {
     let mut sinks: Vec<Arc<dyn BlockSink>> = Vec::new();
     let manifest = match &w.manifest {
         Some(path) => {
             let header = serde_json::to_value(&w.described).unwrap_or_default();
             let m = manifest::ManifestWriter::create(path, header)
-                .map_err(|e| UsageError(format!("--manifest {}: {e}", path.display())))?;
+                .map_err(|e| Error::Usage(format!("--manifest {}: {e}", path.display())))?;
             let m = Arc::new(m);
             sinks.push(Arc::clone(&m) as Arc<dyn BlockSink>);
             Some((path, m))
@@ -466,9 +524,15 @@ async fn run_write(
         _ => Arc::new(Sinks(sinks)),
     };
     let mut results = write_phase(config, &w.shape, sink, target, true).await?;
-    if let Some((path, m)) = manifest {
-        m.finish()
-            .map_err(|e| UsageError(format!("--manifest {}: {e}", path.display())))?;
+    let mut unwritten = Vec::new();
+    if let Some((path, m)) = manifest
+        && let Err(error) = m.finish()
+    {
+        unwritten.push(OutputFailure {
+            what: "manifest",
+            path: path.clone(),
+            error,
+        });
     }
     if let Some(kept) = kept
         && results.failures() == 0
@@ -484,10 +548,12 @@ async fn run_write(
         };
         let stop = StopAfter::Requests(blocks.len() as u64);
         let read_config = config.phase(WorkloadConfig::Read(read), stop);
-        let r = read_phase(&read_config, blocks, true, w.read_v1, target, false).await?;
+        let r = read_phase(&read_config, blocks, true, w.read_v1, target, false)
+            .await
+            .map_err(Error::mid_run)?;
         results.add_phase(&r);
     }
-    Ok(results)
+    Ok((results, unwritten))
 }
 
 /// `loadgen read`: the blocks of `--manifest`, or a data set written first (closed loop, its
@@ -496,7 +562,7 @@ async fn run_read(
     config: &RunConfig,
     rc: &config::ReadConfig,
     target: &Where<'_>,
-) -> Result<Results, UsageError> {
+) -> Result<Results, Error> {
     let (blocks, written) = match &rc.blocks {
         Some(b) => (Arc::clone(b), None),
         None => {
@@ -518,7 +584,13 @@ async fn run_read(
     read_config.stop = StopAfter::Requests(blocks.len() as u64);
     let total: u64 = blocks.iter().map(workload::block::Expected::bytes).sum();
     read_config.resolve_bandwidth(total as f64 / blocks.len().max(1) as f64);
-    let mut results = read_phase(&read_config, blocks, rc.verify, rc.read_v1, target, true).await?;
+    let read = read_phase(&read_config, blocks, rc.verify, rc.read_v1, target, true).await;
+    // After a data set written first, the target was reachable when the run started.
+    let mut results = if written.is_some() {
+        read.map_err(Error::mid_run)?
+    } else {
+        read?
+    };
     if let Some(w) = written {
         results.add_phase(&w);
     }

@@ -11,7 +11,7 @@ use crate::cli::sweep::METRICS;
 pub use crate::cli::sweep::{Param, ParamName, SweepArgs, heading};
 use crate::cli::{Cli, Command, CommonArgs, EchoArgs, Format, LoadRate, ReportArgs, WriteArgs};
 use crate::config::RunConfig;
-use crate::error::UsageError;
+use crate::error::Error;
 use crate::plot::{self, Panel, Selection, Table};
 use crate::results::Results;
 use crate::run::ToolOutput;
@@ -114,7 +114,7 @@ impl Base {
         }
     }
 
-    fn config(&self) -> Result<RunConfig, UsageError> {
+    fn config(&self) -> Result<RunConfig, Error> {
         match self {
             Base::Echo(a) => RunConfig::echo(a),
             Base::Write(a) => RunConfig::write(a),
@@ -251,8 +251,8 @@ fn matrix(params: &[Param]) -> Vec<Vec<usize>> {
     cells
 }
 
-pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
-    let usage = |m: String| UsageError(format!("sweep: {m}"));
+pub fn run(args: &SweepArgs) -> Result<ToolOutput, Error> {
+    let usage = |m: String| Error::Usage(format!("sweep: {m}"));
     for (i, p) in args.params.iter().enumerate() {
         if args.params[..i].iter().any(|q| q.name == p.name) {
             return Err(usage(format!("--param {} is given twice", p.name.column())));
@@ -311,8 +311,9 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
                 ..base.embedded()
             };
             let threads = base.common().embedded_threads as usize;
-            let server = dn_sim::EmbeddedServer::start(config, threads)
-                .map_err(|e| usage(format!("cannot start the embedded dn-sim: {e:#}")))?;
+            let server = dn_sim::EmbeddedServer::start(config, threads).map_err(|e| {
+                Error::Run(format!("sweep: cannot start the embedded dn-sim: {e:#}"))
+            })?;
             let t = server.local_addr().to_string();
             let admin = server.metrics_addr().map(|a| a.to_string());
             eprintln!(
@@ -326,7 +327,9 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
     // dn-sim's settings before the sweep, restored after it.
     let original: Option<Map<String, Value>> = match (&admin, needs_admin) {
         (Some(a), true) => {
-            let body = http(a, "GET", "/config", "").map_err(usage)?;
+            // dn-sim's admin port not answering before the first cell: an unreachable target.
+            let body = http(a, "GET", "/config", "")
+                .map_err(|m| Error::Unreachable(format!("sweep: {m}")))?;
             Some(serde_json::from_str(&body).map_err(|e| usage(format!("GET /config: {e}")))?)
         }
         _ => None,
@@ -371,7 +374,9 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
     }
     outcome?;
 
-    std::fs::write(&csv, table.to_csv()).map_err(|e| usage(format!("{}: {e}", csv.display())))?;
+    // The cells ran: a table or chart that cannot be written is an I/O failure (exit 1).
+    let io = |m: String| Error::Io(format!("sweep: {m}"));
+    std::fs::write(&csv, table.to_csv()).map_err(|e| io(format!("{}: {e}", csv.display())))?;
     let doc = json!({
         "sweep": {
             "params": args.params.iter().map(|p| json!({
@@ -386,10 +391,10 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, UsageError> {
     });
     let text = serde_json::to_string(&doc).expect("JSON");
     std::fs::write(&json_path, text + "\n")
-        .map_err(|e| usage(format!("{}: {e}", json_path.display())))?;
+        .map_err(|e| io(format!("{}: {e}", json_path.display())))?;
 
     let panel = chart(args, &table).map_err(usage)?;
-    plot::draw(&svg, (900, 560), &[panel]).map_err(|e| usage(format!("{}: {e}", svg.display())))?;
+    plot::draw(&svg, (900, 560), &[panel]).map_err(|e| io(format!("{}: {e}", svg.display())))?;
     eprintln!(
         "loadgen sweep: wrote {}, {} and {}",
         csv.display(),
@@ -409,8 +414,7 @@ fn run_cells(
     initial_handlers: Option<f64>,
     table: &mut Table,
     cell_json: &mut Vec<Value>,
-) -> Result<(), UsageError> {
-    let usage = |m: String| UsageError(format!("sweep: {m}"));
+) -> Result<(), Error> {
     let cells = matrix(&args.params);
     for (k, idx) in cells.iter().enumerate() {
         let cell: Vec<(ParamName, &str, f64)> = args
@@ -436,17 +440,23 @@ fn run_cells(
         let changes = dn_sim_changes(&cell, delayed);
         if !changes.is_empty() {
             let admin = admin.expect("checked above");
-            http(admin, "PUT", "/config", &Value::Object(changes).to_string()).map_err(usage)?;
+            // Mid-sweep: the admin port was reachable before the first cell.
+            http(admin, "PUT", "/config", &Value::Object(changes).to_string())
+                .map_err(|m| Error::Run(format!("sweep: {m}")))?;
             std::thread::sleep(args.settle);
         }
         let mut run = base.clone();
         apply_loadgen(&mut run, &cell);
         let config = run
             .config()
-            .map_err(|e| usage(format!("{label}: {}", e.0)))?;
+            .map_err(|e| e.map_message(|m| format!("sweep: {label}: {m}")))?;
         eprintln!("loadgen sweep: cell {}/{}: {label}", k + 1, cells.len());
-        let summary =
-            crate::run::run_config(&config).map_err(|e| usage(format!("{label}: {}", e.0)))?;
+        // A target unreachable at the first cell is unreachable; at a later one, the sweep
+        // could not complete.
+        let summary = crate::run::run_config(&config).map_err(|e| {
+            let e = if k == 0 { e } else { e.mid_run() };
+            e.map_message(|m| format!("sweep: {label}: {m}"))
+        })?;
         let r = summary.results;
         let find = |n: ParamName| cell.iter().find(|c| c.0 == n).map(|c| c.2);
         let handlers = find(ParamName::HandlerCount).or(initial_handlers);

@@ -7,7 +7,7 @@ use clap::Parser;
 use loadgen::cli::Cli;
 use std::process::Command;
 
-fn run(args: &[&str]) -> Result<loadgen::Summary, loadgen::UsageError> {
+fn run(args: &[&str]) -> Result<loadgen::Summary, loadgen::Error> {
     let mut argv = vec!["loadgen"];
     argv.extend_from_slice(args);
     loadgen::run(Cli::try_parse_from(argv).expect("valid flags"))

@@ -5,32 +5,15 @@
 mod support;
 
 use clap::Parser;
-use dn_sim::EmbeddedServer;
-use dn_sim::sim::admission::LiveSettings;
-use dn_sim::sim::fault::FaultPlan;
 use loadgen::cli::Cli;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use support::dn_sim_with;
 
 fn run(args: &[&str]) -> loadgen::Summary {
     let mut argv = vec!["loadgen"];
     argv.extend_from_slice(args);
     loadgen::run(Cli::try_parse_from(&argv).expect("valid flags")).expect("the run works")
-}
-
-/// A dn-sim on 127.0.0.1:0 (or `listen`) with these `--fault` specs and a fixed seed.
-fn dn_sim_with(faults: &[&str], listen: Option<std::net::SocketAddr>) -> EmbeddedServer {
-    let mut config = dn_sim::Config::loopback();
-    if let Some(addr) = listen {
-        config.listen = addr;
-    }
-    config.seed = 42;
-    config.shutdown_grace = Duration::from_millis(200);
-    config.live = LiveSettings {
-        faults: FaultPlan::from_args(faults).expect("valid faults"),
-        ..LiveSettings::default()
-    };
-    EmbeddedServer::start(config, 1).expect("dn-sim starts")
 }
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -7,7 +7,7 @@ use clap::Parser;
 use loadgen::cli::Cli;
 use loadgen::plot::Table;
 
-fn tool(args: &[&str]) -> Result<loadgen::ToolOutput, loadgen::UsageError> {
+fn tool(args: &[&str]) -> Result<loadgen::ToolOutput, loadgen::Error> {
     let mut argv = vec!["loadgen"];
     argv.extend_from_slice(args);
     loadgen::run_tool(&Cli::try_parse_from(argv).expect("valid flags")).expect("a tool command")
@@ -79,11 +79,12 @@ fn plot_draws_csv_columns_with_title_axis_labels_and_legend() {
     ])
     .err()
     .unwrap();
+    let text = e.to_string();
     assert!(
-        e.0.contains("no column 'nope'") && e.0.contains("handlers"),
-        "{}",
-        e.0
+        text.contains("no column 'nope'") && text.contains("handlers"),
+        "{text}"
     );
+    assert_eq!(e.exit_code(), 2, "a bad flag: {text}");
 }
 
 #[test]

@@ -13,6 +13,7 @@ use super::{Shared, WorkerContext, per_request, persistent};
 use crate::config::{RunConfig, Streams};
 use crate::connection;
 use crate::engine::recorder::{Flush, Recorder};
+use crate::error::Error;
 use crate::throttle::{ClientThrottle, ThrottleScope};
 use crate::workload::Workload;
 use std::cell::RefCell;
@@ -46,9 +47,9 @@ impl IoThreads {
         target: &connection::Endpoint,
         workload: Arc<dyn Workload>,
         flushes: mpsc::UnboundedSender<Flush>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Error> {
         let n = thread_count(config);
-        let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(), String>>();
+        let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(), Error>>();
         let (abort, _) = watch::channel(false);
         let mut go = Vec::with_capacity(n);
         let mut handles = Vec::with_capacity(n);
@@ -71,7 +72,7 @@ impl IoThreads {
             let handle = std::thread::Builder::new()
                 .name(format!("loadgen-io-{t}"))
                 .spawn(move || plan.run(ready, go_rx))
-                .map_err(|e| format!("cannot start an I/O thread: {e}"))?;
+                .map_err(|e| Error::Run(format!("cannot start an I/O thread: {e}")))?;
             handles.push(handle);
         }
         drop(ready_tx);
@@ -84,7 +85,9 @@ impl IoThreads {
                     threads.join();
                     return Err(e);
                 }
-                Err(_) => return Err("an I/O thread ended while connecting".into()),
+                Err(_) => {
+                    return Err(Error::Run("an I/O thread ended while connecting".into()));
+                }
             }
         }
         Ok(threads)
@@ -129,7 +132,7 @@ enum Conns {
 impl ThreadPlan {
     fn run(
         mut self,
-        ready: std_mpsc::Sender<Result<(), String>>,
+        ready: std_mpsc::Sender<Result<(), Error>>,
         go: oneshot::Receiver<Arc<Shared>>,
     ) {
         let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -138,7 +141,7 @@ impl ThreadPlan {
         {
             Ok(rt) => rt,
             Err(e) => {
-                let _ = ready.send(Err(format!("cannot start a runtime: {e}")));
+                let _ = ready.send(Err(Error::Run(format!("cannot start a runtime: {e}"))));
                 return;
             }
         };
@@ -224,8 +227,9 @@ impl ThreadPlan {
         });
     }
 
-    /// Opens this thread's connections: connection c belongs to thread c mod threads.
-    async fn connect(&self) -> Result<Conns, String> {
+    /// Opens this thread's connections: connection c belongs to thread c mod threads. A
+    /// connection that cannot be opened is [`Error::Unreachable`].
+    async fn connect(&self) -> Result<Conns, Error> {
         let mine = (0..self.config.clients).filter(|c| c % self.threads == self.thread);
         match self.config.streams {
             Streams::PerRequest => {
@@ -240,7 +244,7 @@ impl ThreadPlan {
                             tls.as_ref(),
                         )
                         .await
-                        .map_err(|e| e.to_string())?,
+                        .map_err(|e| Error::Unreachable(e.to_string()))?,
                         connection::Endpoint::Null(node) => {
                             vec![connection::unary::UnaryConnection::null(Arc::clone(node))]
                         }
@@ -252,16 +256,16 @@ impl ThreadPlan {
             Streams::Persistent { .. } => {
                 let mut list = Vec::new();
                 let connection::Endpoint::Uri(uri, tls) = &self.target else {
-                    return Err(format!(
+                    return Err(Error::Usage(format!(
                         "--stream-mode persistent needs a network target, not {}",
                         connection::null::NAME
-                    ));
+                    )));
                 };
                 for c in mine {
                     let conn =
                         connection::connect(uri, 1, self.config.connect_timeout, tls.as_deref())
                             .await
-                            .map_err(|e| e.to_string())?;
+                            .map_err(|e| Error::Unreachable(e.to_string()))?;
                     list.extend(conn.into_iter().map(|conn| (c, conn)));
                 }
                 Ok(Conns::Tonic(list))

@@ -143,13 +143,14 @@ pub struct Observers<'a> {
 }
 
 /// Connects to `target` (`http://HOST:PORT`, or the in-process null DataNode) and runs the
-/// test. `Err` when a connection cannot be opened.
+/// test. `Err` when a connection cannot be opened ([`crate::error::Error::Unreachable`]) or the I/O
+/// threads cannot start.
 pub async fn run(
     config: &RunConfig,
     target: &crate::connection::Endpoint,
     workload: Arc<dyn Workload>,
     observers: Observers<'_>,
-) -> Result<RunOutput, String> {
+) -> Result<RunOutput, crate::error::Error> {
     let (flush_tx, mut flushes) = mpsc::unbounded_channel();
     let mut io = io_threads::IoThreads::start(config, target, workload, flush_tx)?;
     let cpu_at_start = crate::cpu::process_cpu_time();

@@ -37,6 +37,24 @@ pub fn run_block(args: &[&str]) -> loadgen::Summary {
     loadgen::run(cli).expect("the run starts")
 }
 
+/// A dn-sim on 127.0.0.1:0 (or `listen`) with these `--fault` specs and a fixed seed.
+pub fn dn_sim_with(
+    faults: &[&str],
+    listen: Option<std::net::SocketAddr>,
+) -> dn_sim::EmbeddedServer {
+    let mut config = dn_sim::Config::loopback();
+    if let Some(addr) = listen {
+        config.listen = addr;
+    }
+    config.seed = 42;
+    config.shutdown_grace = std::time::Duration::from_millis(200);
+    config.live = dn_sim::sim::admission::LiveSettings {
+        faults: dn_sim::sim::fault::FaultPlan::from_args(faults).expect("valid faults"),
+        ..dn_sim::sim::admission::LiveSettings::default()
+    };
+    dn_sim::EmbeddedServer::start(config, 1).expect("dn-sim starts")
+}
+
 /// The count of errors of `kind`, if any.
 pub fn errors_of(s: &loadgen::Summary, kind: &str) -> Option<u64> {
     s.results.errors.get(kind).map(|e| e.count)
