@@ -67,11 +67,52 @@ fn serve(args: &Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dn_sim::run_until_signal(config)) {
+    let served = match &args.ready_file {
+        None => runtime.block_on(dn_sim::run_until_signal(config)),
+        Some(path) => runtime.block_on(serve_with_ready_file(config, path)),
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("dn-sim: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// `run_until_signal`, and in between the bound addresses written to `path` (--ready-file).
+async fn serve_with_ready_file(
+    config: dn_sim::Config,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let server = dn_sim::start(config).await?;
+    let mut text = format!("client {}\n", server.local_addr());
+    if let Some(admin) = server.metrics_addr() {
+        text.push_str(&format!("admin {admin}\n"));
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .with_context(|| format!("cannot write --ready-file {}", path.display()))?;
+    tracing::info!(
+        addr = %server.local_addr(),
+        metrics = ?server.metrics_addr(),
+        ready_file = %path.display(),
+        "dn-sim serving XceiverClientProtocolService"
+    );
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing a SIGTERM handler")?;
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down: no new connections, finishing in-flight requests");
+    if !server.shutdown().await {
+        tracing::warn!("grace period over; closing remaining streams");
+    }
+    Ok(())
 }
