@@ -368,7 +368,10 @@ fn grpcio_echo_over_tls_and_mutual_tls() {
         // Skipped: only a registry out of reach (the script's probe) may excuse it, and not in CI.
         let ci = std::env::var("CI").is_ok_and(|v| v == "true");
         assert!(!ci, "CI=true: nothing may skip: {text}");
-        assert!(text.contains("registry out of reach"), "a skip without a probe: {text}");
+        assert!(
+            text.contains("registry out of reach"),
+            "a skip without a probe: {text}"
+        );
         eprintln!("{}", text.trim_end());
         return;
     }
