@@ -150,7 +150,7 @@ harness_setup() {
         return 3
     fi
     if ! maven_central_reachable; then
-        echo "$name: Maven Central is out of reach (probe: HEAD of hdds-config-2.2.0.pom failed), so no Ozone $version harness: $(grep -m1 -E 'ERROR|error' "$log" | cut -c1-200)" >&2
+        echo "$name: Maven Central is out of reach (probe: HEAD of hdds-config-2.2.0.pom failed), so no Ozone $version harness: $(grep -m1 -E 'ERROR|error' "$log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c1-200)" >&2
         rm -f "$log"
         return 3
     fi

@@ -278,8 +278,15 @@ async fn pending_handshakes_are_bounded_by_max_connections() {
         "{text}"
     );
     // Once the stalled handshakes time out, an honest client is served again.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let ok = health(addr, &pki.ca, None).await.unwrap();
+    // (Polled until a deadline well past the 2 s handshake timeout, not slept for.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let ok = loop {
+        match health(addr, &pki.ca, None).await {
+            Ok(ok) => break ok,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "never served again: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert!(ok.ends_with("SERVING"), "{ok}");
     drop(stalled);
     server.shutdown().await;
