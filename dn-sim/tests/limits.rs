@@ -132,7 +132,10 @@ async fn ingress_limit_counts_request_bytes_and_status_is_configurable() {
     let deadline = Instant::now() + Duration::from_secs(10);
     while let Err(status) = one(&mut client, echo(10)).await {
         assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
-        assert!(Instant::now() < deadline, "still rejected after 10 s: {status:?}");
+        assert!(
+            Instant::now() < deadline,
+            "still rejected after 10 s: {status:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     server.shutdown().await;

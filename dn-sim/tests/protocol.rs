@@ -233,7 +233,10 @@ async fn shutdown_finishes_in_flight_requests() {
         .render_metrics(&server.dispatcher().pool)
         .contains("dn_sim_streams_open 1")
     {
-        assert!(std::time::Instant::now() < deadline, "the echo never arrived");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the echo never arrived"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     assert!(server.shutdown().await, "shutdown within the grace period");

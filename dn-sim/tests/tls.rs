@@ -283,7 +283,10 @@ async fn pending_handshakes_are_bounded_by_max_connections() {
     let ok = loop {
         match health(addr, &pki.ca, None).await {
             Ok(ok) => break ok,
-            Err(e) => assert!(std::time::Instant::now() < deadline, "never served again: {e}"),
+            Err(e) => assert!(
+                std::time::Instant::now() < deadline,
+                "never served again: {e}"
+            ),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
