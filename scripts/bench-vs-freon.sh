@@ -22,8 +22,9 @@
 #                             loadgen's report-layout test was made so)
 #   --out FILE                also write the table (markdown) to FILE
 # Environment: LOADGEN=path to a built loadgen (default: a release build).
-# Exit: 0 done (whether or not the goal is met: the table says), 1 a call failed, 2 bad flag, 3 no
-# real DataNode or freon here (Maven Central out of reach, or a release that is not built locally).
+# Exit: 0 done (whether or not the goal is met: the table says), 1 a call failed or the harness
+# does not build, 2 bad flag, 3 only when Maven Central is out of reach (a probe: scripts/lib.sh
+# harness_setup).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -55,10 +56,8 @@ done
 [ -x /usr/bin/time ] || { echo "bench-vs-freon.sh: /usr/bin/time is needed (Debian package time)" >&2; exit 2; }
 command -v script >/dev/null || { echo "bench-vs-freon.sh: script is needed (Debian package util-linux)" >&2; exit 2; }
 
-if ! interop/ozone/setup.sh --ozone-version "$version" >&2 || ! interop/ozone/setup.sh --ozone-version "$version" --freon >&2; then
-    echo "bench-vs-freon.sh: no real DataNode or freon $version here (interop/ozone/setup.sh failed)" >&2
-    exit 3
-fi
+harness_setup bench-vs-freon.sh "$version" || exit $?
+harness_setup bench-vs-freon.sh "$version" --freon || exit $?
 loadgen="${LOADGEN:-}"
 if [ -z "$loadgen" ]; then
     cargo build -q --release -p loadgen

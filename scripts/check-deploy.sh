@@ -41,13 +41,19 @@ promtool check config deploy/prometheus/prometheus.yml >/dev/null
 echo "ok: promtool check config deploy/prometheus/prometheus.yml"
 
 # Counters with labels appear on /prom once they count something: faults and rejections first.
-grpc_port=$(free_port)
-http_port=$(free_port)
-"$BIN/dn-sim" --listen "127.0.0.1:$grpc_port" --metrics-listen "127.0.0.1:$http_port" \
+# dn-sim binds port 0 and writes the ports it got to a ready file: none is guessed.
+"$BIN/dn-sim" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --ready-file "$work/ready" \
     --fault echo=IO_EXCEPTION:0.5 --limit-ops 20 >"$work/dn-sim.log" 2>&1 &
 pid=$!
+for _ in $(seq 100); do [ -f "$work/ready" ] || sleep 0.1; done
+[ -f "$work/ready" ] || { cat "$work/dn-sim.log"; echo "dn-sim wrote no ready file within 10 s" >&2; exit 1; }
+grpc_addr=$(awk '$1 == "client" {print $2}' "$work/ready")
+http_port=$(awk '$1 == "admin" {print $2}' "$work/ready"); http_port=${http_port##*:}
 wait_http "http://127.0.0.1:$http_port/prom"
-"$BIN/loadgen" echo --target "127.0.0.1:$grpc_port" -n 50 -t 4 -f >/dev/null 2>&1 || true
+# Half the echoes fail on purpose (exit 1); a bad flag or no answer at all (exit 2) is a failure.
+lg=0
+"$BIN/loadgen" echo --target "$grpc_addr" -n 50 -t 4 -f >/dev/null 2>"$work/loadgen.err" || lg=$?
+[ "$lg" -le 1 ] || { cat "$work/loadgen.err" >&2; echo "loadgen exited $lg" >&2; exit 1; }
 curl -fsS "http://127.0.0.1:$http_port/prom" >"$work/prom.txt"
 python3 scripts/check-dashboard.py deploy/grafana/provisioning deploy/grafana/dashboards/dn-sim.json \
     "$work/prom.txt" "$work/dashboard-rules.yml"

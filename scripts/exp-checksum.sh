@@ -83,14 +83,15 @@ trap cleanup EXIT
 start_sim() { # $1: WriteChunk delay in ms
     local delay=()
     [ "$1" != 0 ] && delay=(--delay "write_chunk=${1}ms")
-    port=$(free_port)
-    "$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen none --store discard \
-        "${delay[@]}" 2>"$work/dn-sim.log" &
+    # Port 0 and the address dn-sim writes to its ready file: no port is guessed.
+    rm -f "$work/dn-sim.ready"
+    "$BIN/dn-sim" --listen 127.0.0.1:0 --metrics-listen none --store discard \
+        --ready-file "$work/dn-sim.ready" "${delay[@]}" 2>"$work/dn-sim.log" &
     sim=$!
-    for _ in $(seq 100); do
-        (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-        sleep 0.1
-    done
+    if wait_ready_file "$work/dn-sim.ready" "$sim"; then
+        port=${ready_client##*:}
+        return 0
+    fi
     echo "dn-sim did not start:" >&2
     cat "$work/dn-sim.log" >&2
     exit 1

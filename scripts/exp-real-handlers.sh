@@ -49,10 +49,8 @@ fi
 out="${out:-results}"
 mkdir -p "$out"
 
-if ! interop/ozone/setup.sh --ozone-version "$version" >&2 || ! interop/ozone/setup.sh --ozone-version "$version" --freon >&2; then
-    echo "exp-real-handlers.sh: no real DataNode or freon $version here (interop/ozone/setup.sh failed)" >&2
-    exit 3
-fi
+harness_setup exp-real-handlers.sh "$version" || exit $?
+harness_setup exp-real-handlers.sh "$version" --freon || exit $?
 if [ -z "${LOADGEN:-}" ] || [ -z "${DN_SIM:-}" ]; then
     cargo build -q --release -p loadgen -p dn-sim
 fi

@@ -99,14 +99,18 @@ export RETRY LIMIT_BURST PERIOD SCOPE THREADS CLIENTS PAYLOAD_KB SRE_K SRE_WINDO
 exp_build
 exp_prepare_output
 
-port=$(exp_free_port)
 store=memory
 if [ "$WORKLOAD" = write ]; then store=discard; fi
-"$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen none --store "$store" \
+# Port 0 and the address dn-sim writes to its ready file: no port is guessed.
+. scripts/lib.sh
+ready="$OUT/dn-sim.ready"
+rm -f "$ready"
+"$BIN/dn-sim" --listen 127.0.0.1:0 --metrics-listen none --store "$store" --ready-file "$ready" \
     --limit-ingress "${LIMIT_MB}MB/s" --limit-burst "$LIMIT_BURST" 2>"$OUT/dn-sim.log" &
 DN=$!
 trap 'kill $DN 2>/dev/null || true' EXIT
-exp_wait_port "$port"
+wait_ready_file "$ready" "$DN" || { cat "$OUT/dn-sim.log" >&2; exit 1; }
+port=${ready_client##*:}
 
 # Interleaved: run r of every configuration, then run r + 1, so slow drifts of the shared machine
 # spread over all of them.

@@ -20,12 +20,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-grpc_port=$(free_port)
-http_port=$(free_port)
+# dn-sim on port 0, its addresses from its ready file. Prometheus cannot say which port it bound:
+# its port is still picked free (bind 0, release) here.
 prom_port=$(free_port)
 
-"$BIN/dn-sim" --listen "127.0.0.1:$grpc_port" --metrics-listen "127.0.0.1:$http_port" >"$work/dn-sim.log" 2>&1 &
+"$BIN/dn-sim" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --ready-file "$work/dn-sim.ready" \
+    >"$work/dn-sim.log" 2>&1 &
 pids+=($!)
+wait_ready_file "$work/dn-sim.ready" "${pids[-1]}" || { cat "$work/dn-sim.log" >&2; exit 1; }
+grpc_port=${ready_client##*:}
+http_port=${ready_admin##*:}
 wait_http "http://127.0.0.1:$http_port/prom"
 
 # The shipped scrape config, pointed at this dn-sim and scraping every second.

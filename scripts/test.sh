@@ -1,92 +1,162 @@
 #!/usr/bin/env bash
-# The project's one test command (README, .ci/run): formatting, lints with warnings denied, and
-# every test of the workspace. It installs what the tests need on a fresh machine by itself.
-set -euo pipefail
+# The project's one test command (README, .ci/run): named stages, fast first (formatting, lints
+# with warnings denied, every unit and integration test), then the end-to-end checks. Every stage
+# runs, whatever failed before it (except those that need a build that failed); each is timed and
+# ends passed, failed or skipped. A stage may skip only with exit 3, which its script gives only
+# when a probe finds a package registry (Maven Central, Debian's archive, PyPI) out of reach; with
+# CI=true (as .ci/run sets) nothing may skip, and a skip counts as a failure. At the end: a table
+# of every stage, its result and seconds, the line `N passed, N failed, N skipped` (stages), and
+# exit 1 if any stage failed. It installs what the tests need on a fresh machine by itself.
+#
+# Usage: scripts/test.sh [--only REGEX]   (run only the stages whose names match; for one stage)
+set -uo pipefail
 cd "$(dirname "$0")/.."
-
-echo "== cargo fmt --check"
-cargo fmt --all --check
-
-echo "== cargo clippy (warnings denied)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
-echo "== Prometheus end to end (installs Debian's prometheus when missing)"
-cargo build -q --locked -p dn-sim -p loadgen
-scripts/test-prometheus.sh
-
-echo "== experiments, --quick: tables and charts (scripts/exp-handlers.sh, scripts/exp-echo-payload.sh)"
-LOADGEN=target/debug/loadgen scripts/exp-handlers.sh --quick
-LOADGEN=target/debug/loadgen scripts/exp-echo-payload.sh --quick
-
-echo "== deploy/ statically: compose files (docker-compose 1.29, Compose spec), scrape config, Grafana dashboard"
-scripts/check-deploy.sh
-
-echo "== compose stack under Podman (installs Podman when missing; says so and goes on when it cannot)"
-scripts/compose-smoke.sh
-
-echo "== HDDS-15612 experiment, quick (loadgen write against dn-sim and --target null, about 40 s)"
-scripts/exp-checksum.sh --quick >/dev/null
-
-echo "== throttling experiment, quick (accounting only, no performance goals; < 1 minute each)"
-scripts/exp-throttling.sh --quick
-WORKLOAD=write NAME=exp-throttling-write scripts/exp-throttling.sh --quick
-
-echo "== conformance: dn-sim against a real Apache Ozone 2.2.0 DataNode (scripts/conformance.sh; the first run downloads ~270 MB of jars)"
+. scripts/lib.sh
 mkdir -p target
-status=0
-conformance_failed=0
-scripts/conformance.sh --ozone-version 2.2.0 --json target/conformance-2.2.0.json >target/conformance-2.2.0.md 2>target/conformance-2.2.0.log || status=$?
-case "$status" in
-    0) tail -1 target/conformance-2.2.0.md ;;
-    3) echo "!!! SKIPPED: the real-DataNode conformance checks did not run: $(tail -1 target/conformance-2.2.0.log) !!!" ;;
-    *) cat target/conformance-2.2.0.md; tail -30 target/conformance-2.2.0.log
-       echo "conformance: dn-sim differs from the real DataNode (exit $status; table above, target/conformance-2.2.0.md)"
-       conformance_failed=1 ;;
-esac
 
-echo "== loadgen echo against a real Ozone 2.2.0 DataNode (scripts/real-datanode-smoke.sh)"
-status=0
-LOADGEN=target/debug/loadgen scripts/real-datanode-smoke.sh || status=$?
-case "$status" in
-    0) ;;
-    3) echo "!!! SKIPPED: loadgen against a real DataNode: no real DataNode here (see the conformance line above) !!!" ;;
-    *) exit 1 ;;
-esac
+only=""
+[ "${1:-}" = --only ] && only="${2:?--only needs a regex}"
+ci=false
+[ "${CI:-}" = true ] && ci=true
 
-echo "== Ozone 2.2.0's own Java client against dn-sim (scripts/java-client-check.sh)"
-status=0
-scripts/java-client-check.sh >target/java-client-check.log 2>&1 || status=$?
-case "$status" in
-    0) grep -E '^[0-9]+ passed, [0-9]+ failed$' target/java-client-check.log ;;
-    3) echo "!!! SKIPPED: Ozone's Java client against dn-sim: $(tail -1 target/java-client-check.log) !!!" ;;
-    *) cat target/java-client-check.log; exit 1 ;;
-esac
+names=() results=() times=()
+# stage NAME [--needs STAGE] -- COMMAND...: runs COMMAND, records NAME's result and seconds.
+# Exit 0: passed; 3: skipped (the command printed why, its last line is the reason), a failure
+# under CI=true; anything else: failed. With --needs, a stage that did not pass before means
+# "skipped because STAGE failed", which counts as a failure: nothing was checked.
+stage() {
+    local name=$1 needs="" status=0 start result log
+    shift
+    if [ "$1" = --needs ]; then needs=$2; shift 2; fi
+    [ "$1" = -- ] && shift
+    # (--only keeps the build: the end-to-end stages need it.)
+    if [ -n "$only" ] && [ "$name" != build ] && ! [[ "$name" =~ $only ]]; then return 0; fi
+    names+=("$name")
+    echo
+    echo "== $name: $*"
+    if [ -n "$needs" ] && [ "$(stage_result "$needs")" != passed ]; then
+        results+=("failed (not run: needs $needs, which did not pass)")
+        times+=(0)
+        echo "!!! $name not run: it needs $needs, which did not pass"
+        return 0
+    fi
+    log="target/stage-$name.log"
+    start=$SECONDS
+    "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    times+=($((SECONDS - start)))
+    case "$status" in
+        0) result=passed ;;
+        3) local why
+           why=$(grep -v '^\s*$' "$log" | tail -1 | cut -c1-160)
+           if $ci; then
+               result="failed (CI=true: skipped not allowed: $why)"
+           else
+               result="skipped because $why"
+           fi ;;
+        *) result="failed (exit $status)" ;;
+    esac
+    results+=("$result")
+    echo "== $name: $result ($((SECONDS - start)) s)"
+}
+stage_result() {
+    local i
+    for i in "${!names[@]}"; do
+        [ "${names[$i]}" = "$1" ] && { echo "${results[$i]:-}"; return; }
+    done
+    echo "not run"
+}
 
-echo "== the real freon dn-echo beside loadgen on a real Ozone 2.2.0 DataNode, short (scripts/bench-vs-freon.sh; a debug loadgen: numbers not judged here)"
-status=0
-LOADGEN=target/debug/loadgen scripts/bench-vs-freon.sh -n 3000 -t 8 --clients 2 --rounds 1 >target/bench-vs-freon.md 2>target/bench-vs-freon.log || status=$?
-case "$status" in
-    0) grep -E '^\| (median|loadgen ÷ freon)' target/bench-vs-freon.md ;;
-    3) echo "!!! SKIPPED: freon beside loadgen: $(tail -1 target/bench-vs-freon.log) !!!" ;;
-    *) cat target/bench-vs-freon.md; tail -30 target/bench-vs-freon.log; exit 1 ;;
-esac
+# The stages' commands, where they are more than one line.
+build() { cargo build -q --locked -p dn-sim -p loadgen -p conformance; }
+unit_and_integration_tests() {
+    if cargo nextest --version >/dev/null 2>&1; then
+        cargo nextest run --workspace --locked --no-fail-fast
+    else
+        cargo test --workspace --locked --no-fail-fast
+    fi
+}
+experiments_quick() {
+    LOADGEN=target/debug/loadgen scripts/exp-handlers.sh --quick &&
+        LOADGEN=target/debug/loadgen scripts/exp-echo-payload.sh --quick
+}
+exp_checksum_quick() {
+    # Its tables go to a file: only the verdict lines to the console.
+    scripts/exp-checksum.sh --quick >target/exp-checksum-quick.md
+}
+conformance() {
+    local status=0
+    scripts/conformance.sh --ozone-version 2.2.0 --json target/conformance-2.2.0.json \
+        >target/conformance-2.2.0.md 2>target/conformance-2.2.0.log || status=$?
+    case "$status" in
+        0) tail -1 target/conformance-2.2.0.md ;;
+        3) tail -1 target/conformance-2.2.0.log ;;
+        *) cat target/conformance-2.2.0.md; tail -30 target/conformance-2.2.0.log
+           echo "conformance: dn-sim differs from the real DataNode, or the suite did not run (exit $status; target/conformance-2.2.0.md)" ;;
+    esac
+    return "$status"
+}
+java_client_check() {
+    local status=0
+    scripts/java-client-check.sh >target/java-client-check.log 2>&1 || status=$?
+    case "$status" in
+        0) grep -E '^[0-9]+ passed, [0-9]+ failed$' target/java-client-check.log ;;
+        3) tail -1 target/java-client-check.log ;;
+        *) cat target/java-client-check.log ;;
+    esac
+    return "$status"
+}
+bench_vs_freon_short() {
+    local status=0
+    LOADGEN=target/debug/loadgen scripts/bench-vs-freon.sh -n 3000 -t 8 --clients 2 --rounds 1 \
+        >target/bench-vs-freon.md 2>target/bench-vs-freon.log || status=$?
+    case "$status" in
+        0) grep -E '^\| (median|loadgen ÷ freon)' target/bench-vs-freon.md ;;
+        3) tail -1 target/bench-vs-freon.log ;;
+        *) cat target/bench-vs-freon.md; tail -30 target/bench-vs-freon.log ;;
+    esac
+    return "$status"
+}
 
-echo "== HTTP/2 and connection abuse, quick (scripts/abuse.sh --quick: 8 attacks beside an honest client, debug dn-sim, about 30 s)"
-PROFILE=debug scripts/abuse.sh --quick
+stage fmt -- cargo fmt --all --check
+stage clippy -- cargo clippy --workspace --all-targets --locked -- -D warnings
+stage tests -- unit_and_integration_tests
+stage build -- build
+stage prometheus --needs build -- scripts/test-prometheus.sh
+stage experiments-quick --needs build -- experiments_quick
+stage check-deploy --needs build -- scripts/check-deploy.sh
+stage compose-smoke --needs build -- scripts/compose-smoke.sh
+stage exp-checksum-quick --needs build -- exp_checksum_quick
+stage exp-throttling-quick --needs build -- scripts/exp-throttling.sh --quick
+stage exp-throttling-write-quick --needs build -- env WORKLOAD=write NAME=exp-throttling-write scripts/exp-throttling.sh --quick
+stage conformance --needs build -- conformance
+stage real-datanode-smoke --needs build -- env LOADGEN=target/debug/loadgen scripts/real-datanode-smoke.sh
+stage java-client-check --needs build -- java_client_check
+stage bench-vs-freon-short --needs build -- bench_vs_freon_short
+stage abuse-quick --needs build -- env PROFILE=debug scripts/abuse.sh --quick
+stage fuzz-15s -- scripts/fuzz.sh --seconds 15
 
-echo "== fuzzing, short (scripts/fuzz.sh: decode_request, store_sequence, http2_client_frames, 15 s each; installs cargo-fuzz when missing)"
-scripts/fuzz.sh --seconds 15
-
-echo "== tests"
-tests_status=0
-if cargo nextest --version >/dev/null 2>&1; then
-    # Last, so that its summary closes the output (the crates have no doctests).
-    cargo nextest run --workspace --locked --no-fail-fast || tests_status=$?
-else
-    cargo test --workspace --locked --no-fail-fast || tests_status=$?
+echo
+echo "== summary$($ci && echo ' (CI=true: a skip is a failure)')"
+passed=0 failed=0 skipped=0
+printf '%-28s %6s  %s\n' stage seconds result
+for i in "${!names[@]}"; do
+    printf '%-28s %6s  %s\n' "${names[$i]}" "${times[$i]}" "${results[$i]}"
+    case "${results[$i]}" in
+        passed) passed=$((passed + 1)) ;;
+        skipped*) skipped=$((skipped + 1)) ;;
+        *) failed=$((failed + 1)) ;;
+    esac
+done
+# The test runner's own closing line (CI reads it), from the tests stage's log.
+if [ -f target/stage-tests.log ] && [ "$(stage_result tests)" != "not run" ]; then
+    if grep -qE '^\s*Summary \[' target/stage-tests.log; then
+        echo "tests stage (nextest): $(grep -E '^\s*Summary \[' target/stage-tests.log | tail -1 | sed 's/^ *//')"
+    else
+        # cargo test prints one `test result:` line per test binary: their sum.
+        awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } n++ }
+             END { printf "tests stage (cargo test): %d tests passed, %d failed, in %d test binaries\n", p, f, n }' target/stage-tests.log
+    fi
 fi
-if [ "$conformance_failed" != 0 ]; then
-    echo "FAILED: the conformance suite (see above, target/conformance-2.2.0.md)"
-    exit 1
-fi
-exit "$tests_status"
+echo "stages: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]

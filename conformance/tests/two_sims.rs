@@ -289,20 +289,13 @@ impl Drop for Started {
 }
 
 fn start_dn_sim(uuid: &str) -> (Started, String, String) {
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-    };
-    let (addr, http) = (free(), free());
+    // Port 0, and the addresses dn-sim writes to its --ready-file once bound: none is guessed.
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
     let child = Command::new(dn_sim())
-        .args([
-            "--listen",
-            &addr.to_string(),
-            "--metrics-listen",
-            &http.to_string(),
-        ])
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .arg("--ready-file")
+        .arg(&ready)
         .args([
             "--containers",
             "1-20",
@@ -316,14 +309,25 @@ fn start_dn_sim(uuid: &str) -> (Started, String, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Started(child);
+    let mut started = Started(child);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(addr).is_err() || std::net::TcpStream::connect(http).is_err()
-    {
+    let text = loop {
+        if let Ok(text) = std::fs::read_to_string(&ready) {
+            break text;
+        }
+        if let Some(status) = started.0.try_wait().unwrap() {
+            panic!("dn-sim exited before serving: {status}");
+        }
         assert!(std::time::Instant::now() < deadline, "dn-sim did not start");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    (started, addr.to_string(), http.to_string())
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} line in {text}"))
+            .to_string()
+    };
+    (started, field("client"), field("admin"))
 }
 
 #[test]

@@ -154,6 +154,13 @@ pub struct Args {
     /// HTTP listener for /prom, /metrics and /config (the DataNode's HTTP port), or `none`.
     #[arg(long, env = "DN_SIM_METRICS_LISTEN", default_value = "127.0.0.1:9882", value_parser = parse_optional_addr)]
     pub metrics_listen: OptionalAddr,
+
+    /// Once both listeners are bound, write their addresses to PATH (`client 127.0.0.1:PORT`,
+    /// then `admin 127.0.0.1:PORT` when --metrics-listen is not `none`), written to PATH.tmp and
+    /// renamed, so a reader sees all of it or nothing: with `--listen 127.0.0.1:0` a script
+    /// learns the port the kernel chose instead of guessing a free one.
+    #[arg(long, env = "DN_SIM_READY_FILE", value_name = "PATH")]
+    pub ready_file: Option<std::path::PathBuf>,
     /// Where block data goes: memory, discard (keep lengths and metadata, drop the bytes) or
     /// dir:PATH (block files in the DataNode's layout, PATH/CONTAINER_ID/chunks/LOCAL_ID.block).
     #[arg(long, env = "DN_SIM_STORE", default_value = "memory")]

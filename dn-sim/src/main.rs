@@ -94,6 +94,6 @@ fn run(args: &Args) -> Result<(), Failure> {
     // The settings were valid: a port that cannot be bound (in use, not a local address) or a
     // store that cannot be opened is a server that could not start.
     runtime
-        .block_on(dn_sim::run_until_signal(config))
+        .block_on(dn_sim::run_until_signal(config, args.ready_file.as_deref()))
         .map_err(|e| Failure::Failed(format!("{e:#}")))
 }

@@ -26,12 +26,25 @@ async fn health_service_reports_serving_for_the_server_and_the_client_protocol()
     assert!(!gone.contains("SERVING"), "{gone}");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The `client` and `admin` addresses of a `--ready-file`, once it exists (it is renamed into
+/// place whole, so it is never seen half-written); polled until `deadline`.
+fn ready_addresses(path: &std::path::Path, child: &mut Child) -> (String, Option<String>) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let field = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                    .map(str::to_string)
+            };
+            return (field("client").expect("a client line"), field("admin"));
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("dn-sim exited before writing {}: {status}", path.display());
+        }
+        assert!(Instant::now() < deadline, "no ready file within 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn dn_sim() -> Command {
@@ -83,13 +96,61 @@ impl Drop for Running {
 }
 
 #[test]
-fn settings_come_from_the_environment_and_healthcheck_follows_the_server() {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let http = format!("127.0.0.1:{}", free_port());
+fn ready_file_holds_the_bound_addresses_of_port_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
     let mut server = Running(
         dn_sim()
-            .env("DN_SIM_LISTEN", &addr)
-            .env("DN_SIM_METRICS_LISTEN", &http)
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (client, admin) = ready_addresses(&ready, &mut server.0);
+    let text = std::fs::read_to_string(&ready).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    let admin = admin.expect("an admin line");
+    for addr in [&client, &admin] {
+        assert!(addr.starts_with("127.0.0.1:"), "{text}");
+        assert_ne!(addr, "127.0.0.1:0", "{text}");
+    }
+    // Written after binding: both answer at once, with no wait.
+    let (code, stdout, stderr) = healthcheck(&client);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(http_get(&admin, "/config").contains("200 OK"));
+    // No temporary file is left beside it.
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1);
+
+    // --metrics-listen none: the client line only.
+    let ready = dir.path().join("ready-no-admin");
+    let mut server = Running(
+        dn_sim()
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "none"])
+            .arg("--ready-file")
+            .arg(&ready)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (client, admin) = ready_addresses(&ready, &mut server.0);
+    assert_eq!(admin, None);
+    assert_eq!(healthcheck(&client).0, 0);
+}
+
+#[test]
+fn settings_come_from_the_environment_and_healthcheck_follows_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let mut server = Running(
+        dn_sim()
+            .env("DN_SIM_LISTEN", "127.0.0.1:0")
+            .env("DN_SIM_METRICS_LISTEN", "127.0.0.1:0")
+            .env("DN_SIM_READY_FILE", &ready)
             .env("DN_SIM_CONTAINERS", "1-3")
             .env("DN_SIM_DELAY", "echo=1ms;write_chunk=2ms")
             .env("DN_SIM_FAULT", "read_chunk=drop:0.5")
@@ -105,6 +166,8 @@ fn settings_come_from_the_environment_and_healthcheck_follows_the_server() {
             .unwrap(),
     );
 
+    let (addr, http) = ready_addresses(&ready, &mut server.0);
+    let http = http.expect("an admin line");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (code, stdout, stderr) = healthcheck(&addr);

@@ -128,8 +128,16 @@ async fn ingress_limit_counts_request_bytes_and_status_is_configurable() {
             .starts_with("Ingress is over the account limit.")
     );
     // Small requests still get through once the debt is repaid.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    one(&mut client, echo(10)).await.unwrap();
+    // (Polled until a deadline: how soon depends on the limit's clock, not on a guess.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(status) = one(&mut client, echo(10)).await {
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        assert!(
+            Instant::now() < deadline,
+            "still rejected after 10 s: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     server.shutdown().await;
 }
 

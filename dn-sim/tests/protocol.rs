@@ -226,7 +226,19 @@ async fn shutdown_finishes_in_flight_requests() {
     let mut req = echo(1, "slow", 3);
     req.echo.as_mut().unwrap().sleep_time_ms = Some(300);
     let inflight = tokio::spawn(async move { one(&mut client, req).await });
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // In flight once the server has its stream open (polled, not slept for).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !server
+        .metrics()
+        .render_metrics(&server.admission().pool)
+        .contains("dn_sim_streams_open 1")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the echo never arrived"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     assert!(server.shutdown().await, "shutdown within the grace period");
     let resp = inflight.await.unwrap().unwrap();
     assert_eq!(resp.result, OzoneResult::Success as i32);

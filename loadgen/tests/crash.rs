@@ -38,7 +38,7 @@ fn become_dn_sim_if_child() {
         Ok(dn_sim::cli::Command::Serve(args)) => match args.config() {
             Ok(config) => {
                 let runtime = tokio::runtime::Runtime::new().unwrap();
-                match runtime.block_on(dn_sim::run_until_signal(config)) {
+                match runtime.block_on(dn_sim::run_until_signal(config, None)) {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("dn-sim: {e:#}");

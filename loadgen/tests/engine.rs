@@ -320,15 +320,31 @@ fn live_metrics_and_the_histogram_log_follow_the_run() {
             ])
         })
     };
-    std::thread::sleep(Duration::from_millis(2000));
-    let scrape = {
+    // Scraped mid-run, once it has counted a success: polled until a deadline, not slept for.
+    let scrape_once = || -> Option<String> {
         use std::io::{Read, Write};
-        let mut conn = std::net::TcpStream::connect(&addr).expect("metrics listener");
+        let mut conn = std::net::TcpStream::connect(&addr).ok()?;
         conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
+            .ok()?;
         let mut text = String::new();
-        conn.read_to_string(&mut text).unwrap();
-        text
+        conn.read_to_string(&mut text).ok()?;
+        let counted = text
+            .lines()
+            .find(|l| l.starts_with("loadgen_requests_total{outcome=\"success\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
+        counted.then_some(text)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let scrape = loop {
+        if let Some(text) = scrape_once() {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline && !runner.is_finished(),
+            "no live success count while the run lasted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     };
     let s = runner.join().unwrap();
     assert!(scrape.starts_with("HTTP/1.1 200 OK"), "{scrape}");

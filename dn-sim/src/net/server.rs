@@ -17,6 +17,7 @@ use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocol
 use futures_util::StreamExt;
 use futures_util::future::Either;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -458,9 +459,13 @@ impl Drop for EmbeddedServer {
 }
 
 /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
-pub async fn run_until_signal(config: Config) -> anyhow::Result<()> {
+pub async fn run_until_signal(config: Config, ready_file: Option<&Path>) -> anyhow::Result<()> {
     let handlers = config.handler_count;
     let server = start(config).await?;
+    if let Some(path) = ready_file {
+        write_ready_file(&server, path)
+            .with_context(|| format!("cannot write --ready-file {}", path.display()))?;
+    }
     tracing::info!(
         addr = %server.local_addr(),
         metrics = ?server.metrics_addr(),
@@ -473,6 +478,21 @@ pub async fn run_until_signal(config: Config) -> anyhow::Result<()> {
         tracing::warn!("grace period over; closing remaining streams");
     }
     Ok(())
+}
+
+/// `client ADDR` and, with an admin listener, `admin ADDR`, one a line, written whole (a reader
+/// polling for the file never sees half of it): how a script learns the ports of `--listen
+/// 127.0.0.1:0`.
+fn write_ready_file(server: &RunningServer, path: &Path) -> std::io::Result<()> {
+    let mut text = format!("client {}\n", server.local_addr());
+    if let Some(admin) = server.metrics_addr() {
+        text.push_str(&format!("admin {admin}\n"));
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 async fn wait_for_signal() {

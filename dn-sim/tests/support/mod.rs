@@ -9,6 +9,10 @@ pub mod process;
 #[allow(dead_code)]
 pub mod certs;
 
+/// Polls a condition until a deadline: how a test waits for something to happen.
+#[allow(unused_imports)]
+pub use process::wait_until;
+
 use bytes::{Buf, BufMut, Bytes};
 use std::net::SocketAddr;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};

@@ -1,4 +1,5 @@
-//! A `dn-sim` binary run as a child process on free loopback ports, for tests that measure what
+//! A `dn-sim` binary run as a child process on loopback ports it binds itself (port 0, read back
+//! from its `--ready-file`), for tests that measure what
 //! the server process costs (its resident memory from `/proc`), read its metrics over HTTP, or
 //! kill and restart it.
 
@@ -8,13 +9,18 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A port free at the time of asking (the child binds it a moment later).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Polls `cond` (every 10 ms) until it returns Some or `deadline` passes: the value, or None
+/// at the deadline. The way a test waits for something to happen, instead of sleeping and hoping.
+pub fn wait_until<T>(deadline: Instant, mut cond: impl FnMut() -> Option<T>) -> Option<T> {
+    loop {
+        if let Some(v) = cond() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// A running `dn-sim`; killed (SIGKILL) and reaped when dropped.
@@ -25,25 +31,44 @@ pub struct DnSimProcess {
     pub addr: SocketAddr,
     /// `/prom`, `/metrics`, `/config`.
     pub admin: SocketAddr,
+    /// Holds the `--ready-file` of each start.
+    dir: tempfile::TempDir,
+}
+
+/// The `client` and `admin` addresses a `dn-sim --ready-file` wrote, once the file exists
+/// (it is renamed into place whole); None while it does not.
+pub fn read_ready_file(path: &Path) -> Option<(SocketAddr, Option<SocketAddr>)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .map(|a| {
+                a.parse::<SocketAddr>()
+                    .expect("an address in the ready file")
+            })
+    };
+    Some((field("client")?, field("admin")))
 }
 
 impl DnSimProcess {
-    /// Starts `dn-sim --listen 127.0.0.1:P --metrics-listen 127.0.0.1:Q ARGS` and waits (up to
-    /// 30 s) until both ports accept connections.
+    /// Starts `dn-sim --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --ready-file F ARGS`
+    /// and waits (up to 30 s) for F, which holds the ports the kernel chose.
     pub fn spawn(args: &[&str]) -> Self {
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let unbound: SocketAddr = "127.0.0.1:0".parse().unwrap();
         let mut process = Self {
             child: None,
             args: args.iter().map(|a| a.to_string()).collect(),
-            addr,
-            admin,
+            addr: unbound,
+            admin: unbound,
+            dir: tempfile::tempdir().unwrap(),
         };
         process.start();
         process
     }
 
     fn start(&mut self) {
+        let ready = self.dir.path().join("ready");
+        let _ = std::fs::remove_file(&ready);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dn-sim"));
         // The test's own environment must not leak settings into the child.
         for (name, _) in std::env::vars_os() {
@@ -58,21 +83,25 @@ impl DnSimProcess {
             .arg(self.addr.to_string())
             .arg("--metrics-listen")
             .arg(self.admin.to_string())
+            .arg("--ready-file")
+            .arg(&ready)
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         self.child = Some(cmd.spawn().expect("spawning dn-sim"));
         let deadline = Instant::now() + Duration::from_secs(30);
-        for port in [self.addr, self.admin] {
-            while TcpStream::connect_timeout(&port, Duration::from_millis(200)).is_err() {
-                if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                    panic!("dn-sim {:?} exited before serving: {status}", self.args);
-                }
-                assert!(Instant::now() < deadline, "dn-sim never listened on {port}");
-                std::thread::sleep(Duration::from_millis(50));
+        let child = self.child.as_mut().unwrap();
+        let (addr, admin) = wait_until(deadline, || {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("dn-sim {:?} exited before serving: {status}", self.args);
             }
-        }
+            read_ready_file(&ready)
+        })
+        .unwrap_or_else(|| panic!("dn-sim {:?} wrote no ready file within 30 s", self.args));
+        // A restart binds the same ports again.
+        self.addr = addr;
+        self.admin = admin.expect("an admin address in the ready file");
     }
 
     pub fn pid(&self) -> u32 {
