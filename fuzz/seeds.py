@@ -209,6 +209,32 @@ def http2_streams():
         "goaway": opts(3) + s + one + frame(GOAWAY, 0, 0, struct.pack(">II", 1, 0) + b"bye"),
         "prepended-settings": opts(1, prepend=True, piece=3) + one,
         "not-settings": opts(1) + frame(PING, 0, 0, b"12345678"),
+        # RFC 9113 checks the client enforces (loadgen connection/http2/frame.rs, flow.rs).
+        "window-zero-stream": opts(1, large=True) + s + frame(WINDOW, 0, 1, struct.pack(">I", 0)) + one,
+        "window-zero-connection": opts(1, large=True) + s + frame(WINDOW, 0, 0, struct.pack(">I", 0)),
+        "window-overflow-stream": opts(1, large=True)
+        + s
+        + frame(WINDOW, 0, 1, struct.pack(">I", 0x7FFFFFFF))
+        + frame(WINDOW, 0, 1, struct.pack(">I", 0x7FFFFFFF)),
+        "window-overflow-connection": opts(1, large=True)
+        + s
+        + frame(WINDOW, 0, 0, struct.pack(">I", 0x7FFFFFFF))
+        + frame(WINDOW, 0, 0, struct.pack(">I", 0x7FFFFFFF)),
+        "initial-window-too-large": opts(1) + s + settings((0x4, 0x80000000)),
+        "initial-window-overflows-stream": opts(1, large=True)
+        + s
+        + frame(WINDOW, 0, 1, struct.pack(">I", 0x7FFFFFFF))
+        + settings((0x4, 65536)),
+        "settings-ack-with-payload": opts(1) + s + frame(0x4, 0x1, 0, struct.pack(">HI", 0x4, 1)),
+        "settings-bad-length": opts(1) + s + frame(0x4, 0, 0, b"\x00" * 7),
+        "trailers-without-grpc-status": opts(1)
+        + s
+        + response_headers(1)
+        + frame(DATA, 0, 1, grpc_message(b"\x08\x16\x18\x01"))
+        + frame(HEADERS, END_HEADERS | END_STREAM, 1, hpack_literal("x-other", "1")),
+        "trailers-only-without-grpc-status": opts(1)
+        + s
+        + frame(HEADERS, END_HEADERS | END_STREAM, 1, STATUS_200 + hpack_literal("content-type", "application/grpc")),
     }
 
 

@@ -18,6 +18,9 @@ pub enum ErrorKind {
     Grpc(i32),
     /// The connection failed: refused, reset, closed.
     Transport,
+    /// The server broke HTTP/2 or gRPC framing (a connection or stream error of RFC 9113, an
+    /// answer without `grpc-status`): the request failed, and it is not retried.
+    Protocol,
     /// No answer within the per-request deadline.
     Deadline,
     /// The answer was a success but its data is wrong (`CHECKSUM_MISMATCH`, `LENGTH_MISMATCH`,
@@ -53,6 +56,7 @@ impl fmt::Display for ErrorKind {
             },
             ErrorKind::Grpc(code) => write!(f, "grpc:{}", grpc_code_name(Code::from_i32(*code))),
             ErrorKind::Transport => f.write_str("transport"),
+            ErrorKind::Protocol => f.write_str("protocol"),
             ErrorKind::Deadline => f.write_str("deadline"),
             ErrorKind::Integrity(what) => write!(f, "integrity:{what}"),
             ErrorKind::LocallyRejected => f.write_str("throttle:LOCALLY_REJECTED"),
@@ -508,6 +512,7 @@ mod tests {
             ErrorKind::from_status(&Status::deadline_exceeded("late")),
             ErrorKind::Deadline
         );
+        assert_eq!(ErrorKind::Protocol.to_string(), "protocol");
         assert_eq!(
             ErrorKind::Ozone(9).to_string(),
             "result:CONTAINER_NOT_FOUND"

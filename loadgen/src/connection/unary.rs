@@ -198,6 +198,7 @@ impl UnaryClient {
                 Err(match error {
                     StreamError::Transport(m) => transport(m),
                     StreamError::Grpc(code, m) => Failure::new(ErrorKind::Grpc(code as i32), m),
+                    StreamError::Protocol(m) => Failure::new(ErrorKind::Protocol, m),
                 })
             }
         }

@@ -63,6 +63,7 @@ pub fn classify(f: &Failure) -> Class {
         ErrorKind::Ozone(_)
         | ErrorKind::Grpc(_)
         | ErrorKind::Integrity(_)
+        | ErrorKind::Protocol
         | ErrorKind::LocallyRejected => Class {
             outcome: Outcome::OtherFailure,
             retryable: false,

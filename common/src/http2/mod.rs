@@ -1,4 +1,14 @@
-//! HTTP/2 error codes (RFC 9113 §7) by name, for messages and metric labels.
+//! HTTP/2 (RFC 9113) without I/O: frame types, flags, setting ids and error codes, the 9-byte
+//! frame header, encoders of the frames loadgen's client and dn-sim's attack tests write, and a
+//! typed parse error carrying the RFC error code. loadgen's client, dn-sim's frame scanner and the
+//! attack tests share it so that the wire constants exist once.
+
+pub mod frame;
+
+pub use frame::{
+    FRAME_HEADER_LEN, FRAME_TYPE_NAMES, FrameHeader, Http2Error, MAX_STREAM_ID, MAX_WINDOW,
+    PREFACE, encode, error_code, flags, frame_type, frame_type_name, setting,
+};
 
 /// The names of HTTP/2's error codes, indexed by code (0x0 to 0xd).
 pub const ERROR_CODE_NAMES: [&str; 14] = [

@@ -25,7 +25,7 @@
 //! before TLS existed, or TLS (`--tls`, [`super::tls`]) through tokio-rustls's poll functions.
 //! One match per read or write call, no trait object: the plain path costs what it did.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -39,40 +39,28 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWrite, Interest};
 use tokio::net::TcpStream;
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+mod body;
+mod flow;
+mod frame;
+mod hpack;
 
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
-const PUSH_PROMISE: u8 = 0x5;
-const PING: u8 = 0x6;
-const GOAWAY: u8 = 0x7;
-const WINDOW_UPDATE: u8 = 0x8;
-const CONTINUATION: u8 = 0x9;
+pub use body::RequestBody;
+pub use hpack::RequestBlocks;
 
-const END_STREAM: u8 = 0x1;
-const ACK: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const PADDED: u8 = 0x8;
-const PRIORITY: u8 = 0x20;
+use common::http2::error_code::{CANCEL, NO_ERROR};
+use common::http2::flags::{ACK, END_HEADERS, END_STREAM};
+use common::http2::frame_type::{
+    CONTINUATION, DATA, GOAWAY, HEADERS, PING, PUSH_PROMISE, RST_STREAM, SETTINGS, WINDOW_UPDATE,
+};
+use common::http2::{FrameHeader, Http2Error, PREFACE, encode, setting};
+use flow::{CONNECTION_WINDOW, DEFAULT_WINDOW, MAX_FRAME_SIZE, STREAM_WINDOW};
+use hpack::HpackMode;
 
-const CANCEL: u32 = 0x8;
-const NO_ERROR: u32 = 0x0;
-const PROTOCOL_ERROR: u32 = 0x1;
-
-/// What we advertise: a stream window of 8 MiB, a connection window of 32 MiB (4 MB chunks
-/// and their responses flow without waiting for a window update), frames up to 1 MiB.
-const STREAM_WINDOW: u32 = 8 << 20;
-const CONNECTION_WINDOW: u32 = 32 << 20;
-const MAX_FRAME_SIZE: u32 = 1 << 20;
-/// HTTP/2's defaults before the peer's SETTINGS say otherwise.
-const DEFAULT_WINDOW: i64 = 65_535;
 const DEFAULT_MAX_FRAME: usize = 16_384;
 /// A response header block (all its CONTINUATIONs) larger than this is a hostile server.
 const MAX_HEADER_BLOCK: usize = 1 << 20;
 /// Client stream ids are odd and below 2^31.
-const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+const LAST_STREAM_ID: u32 = common::http2::MAX_STREAM_ID;
 
 /// How a stream ended, as the worker sees it.
 #[derive(Debug)]
@@ -82,6 +70,9 @@ pub enum StreamError {
     Transport(String),
     /// The response broke a gRPC rule (e.g. a message over the size limit).
     Grpc(tonic::Code, String),
+    /// The server broke HTTP/2 (a connection or stream error of RFC 9113, answered with GOAWAY
+    /// or RST_STREAM) or gRPC's framing (an answer that ends without `grpc-status`).
+    Protocol(String),
 }
 
 /// The header fields of a response that gRPC cares about (response headers and trailers).
@@ -102,94 +93,6 @@ pub struct GrpcHead {
 pub struct Response {
     pub head: GrpcHead,
     pub body: BytesMut,
-}
-
-/// A request body as up to three segments sent in order, each without a copy: e.g. a gRPC
-/// message's envelope, a large `bytes` field referencing the caller's buffer, and the fields
-/// after it. A `Bytes` converts into a one-segment body. As a [`Buf`] it reads the segments in
-/// order, and `copy_to_bytes` within one segment is a slice of it (no copy).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RequestBody {
-    parts: [Bytes; 3],
-}
-
-impl RequestBody {
-    pub fn new(head: Bytes, data: Bytes, tail: Bytes) -> Self {
-        RequestBody {
-            parts: [head, data, tail],
-        }
-    }
-
-    /// The segments, in order (some may be empty).
-    pub fn parts(&self) -> &[Bytes; 3] {
-        &self.parts
-    }
-
-    /// The whole body when it is one segment (no copy), `None` when it has several.
-    pub fn as_single(&self) -> Option<&Bytes> {
-        let mut nonempty = self.parts.iter().filter(|p| !p.is_empty());
-        match (nonempty.next(), nonempty.next()) {
-            (None, _) => Some(&self.parts[0]),
-            (Some(p), None) => Some(p),
-            _ => None,
-        }
-    }
-
-    /// The segments concatenated (a copy; for tests and checks off the hot path).
-    pub fn to_vec(&self) -> Vec<u8> {
-        self.parts.concat()
-    }
-
-    pub fn len(&self) -> usize {
-        self.parts.iter().map(Bytes::len).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.parts.iter().all(Bytes::is_empty)
-    }
-}
-
-impl From<Bytes> for RequestBody {
-    fn from(b: Bytes) -> Self {
-        RequestBody::new(b, Bytes::new(), Bytes::new())
-    }
-}
-
-impl Buf for RequestBody {
-    fn remaining(&self) -> usize {
-        self.len()
-    }
-
-    fn chunk(&self) -> &[u8] {
-        self.parts
-            .iter()
-            .find(|p| !p.is_empty())
-            .map_or(&[][..], |p| &p[..])
-    }
-
-    fn advance(&mut self, mut cnt: usize) {
-        for p in &mut self.parts {
-            let n = cnt.min(p.len());
-            p.advance(n);
-            cnt -= n;
-        }
-        assert!(cnt == 0, "advanced past the end of a request body");
-    }
-
-    fn copy_to_bytes(&mut self, len: usize) -> Bytes {
-        if let Some(p) = self.parts.iter_mut().find(|p| !p.is_empty())
-            && p.len() >= len
-        {
-            return p.split_to(len);
-        }
-        assert!(
-            len <= self.len(),
-            "copy_to_bytes past the end of a request body"
-        );
-        let mut out = BytesMut::with_capacity(len);
-        out.put((&mut *self).take(len));
-        out.freeze()
-    }
 }
 
 /// Identity hashing for stream ids (they are distinct small integers).
@@ -281,115 +184,9 @@ impl Drop for Connection {
     }
 }
 
-fn frame_header(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
-    let len = len as u32;
-    out.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags]);
-    out.extend_from_slice(&(stream & LAST_STREAM_ID).to_be_bytes());
-}
-
-/// The payload length of the frame whose 9-byte header starts `header`.
-fn frame_len(header: &[u8]) -> usize {
-    (usize::from(header[0]) << 16) | (usize::from(header[1]) << 8) | usize::from(header[2])
-}
-
-/// An HPACK integer with an `n`-bit prefix (RFC 7541 §5.1), `first` holding the pattern bits.
-fn hpack_int(out: &mut Vec<u8>, first: u8, n: u32, mut value: usize) {
-    let max = (1usize << n) - 1;
-    if value < max {
-        out.push(first | value as u8);
-        return;
-    }
-    out.push(first | max as u8);
-    value -= max;
-    while value >= 128 {
-        out.push((value % 128) as u8 | 0x80);
-        value /= 128;
-    }
-    out.push(value as u8);
-}
-
-fn hpack_str(out: &mut Vec<u8>, s: &str) {
-    hpack_int(out, 0, 7, s.len());
-    out.extend_from_slice(s.as_bytes());
-}
-
-/// A literal header field (RFC 7541 §6.2): `pattern`/`prefix` choose with incremental indexing
-/// (0x40, 6 bits) or without indexing (0x00, 4 bits); `name` is a static-table index or a new name.
-fn literal(out: &mut Vec<u8>, pattern: u8, prefix: u32, name: Result<usize, &str>, value: &str) {
-    match name {
-        Ok(index) => hpack_int(out, pattern, prefix, index),
-        Err(name) => {
-            out.push(pattern);
-            hpack_str(out, name);
-        }
-    }
-    hpack_str(out, value);
-}
-
-/// The header block of every request on a connection, encoded once: POST, http, the path and
-/// authority, `content-type: application/grpc`, `te: trailers`, the deadline as `grpc-timeout`
-/// (as the Java client sends it) and a `user-agent`.
-///
-/// Like grpc-java's and nghttp2's encoders, the first request adds the six non-static fields to
-/// the server's HPACK dynamic table and every later request names them by index: 8 bytes instead
-/// of ~130, and the server decodes no strings per request. The table never changes after that
-/// (nothing else is ever added), so the indexes stay valid for the connection's life. If the
-/// server allows a table smaller than the default 4,096 bytes, the blocks are sent as plain
-/// literals after a size update to 0.
-#[derive(Debug, Clone)]
-pub struct RequestBlocks {
-    /// First request: literals with incremental indexing.
-    pub first: Vec<u8>,
-    /// Later requests: all indexed.
-    pub indexed: Vec<u8>,
-    /// No dynamic table: literals without indexing.
-    pub plain: Vec<u8>,
-}
-
-impl RequestBlocks {
-    pub fn new(authority: &str, path: &str, grpc_timeout: &str) -> Self {
-        Self::with_scheme(authority, path, grpc_timeout, false)
-    }
-
-    /// [`RequestBlocks::new`] with `:scheme https` when `https` (a TLS connection).
-    pub fn with_scheme(authority: &str, path: &str, grpc_timeout: &str, https: bool) -> Self {
-        const USER_AGENT: &str = concat!("loadgen/", env!("CARGO_PKG_VERSION"));
-        // Static table: 1 :authority, 4 :path, 31 content-type, 58 user-agent.
-        let fields: [(Result<usize, &str>, &str); 6] = [
-            (Ok(4), path),
-            (Ok(1), authority),
-            (Ok(31), "application/grpc"),
-            (Err("te"), "trailers"),
-            (Err("grpc-timeout"), grpc_timeout),
-            (Ok(58), USER_AGENT),
-        ];
-        // :method POST (static 3), :scheme http (static 6) or https (static 7).
-        let start = [0x80 | 3, 0x80 | if https { 7 } else { 6 }];
-        let mut first = start.to_vec();
-        let mut plain = start.to_vec();
-        let mut indexed = start.to_vec();
-        for (i, (name, value)) in fields.iter().enumerate() {
-            literal(&mut first, 0x40, 6, *name, value);
-            literal(&mut plain, 0x00, 4, *name, value);
-            // Dynamic entries are numbered from 62, the newest first.
-            hpack_int(&mut indexed, 0x80, 7, 62 + fields.len() - 1 - i);
-        }
-        RequestBlocks {
-            first,
-            indexed,
-            plain,
-        }
-    }
-}
-
-/// Which request block the next request carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HpackMode {
-    First,
-    Indexed,
-    /// Plain literals; `true`: the next block starts with a table size update to 0.
-    Plain(bool),
-}
+/// The connection is over: the reason is recorded in `Inner::closed` and every stream failed.
+#[derive(Debug)]
+struct Closed;
 
 impl Inner {
     fn notify_task(&mut self) {
@@ -416,16 +213,11 @@ impl Inner {
         };
         let len = block.len() + usize::from(size_update);
         let flags = END_HEADERS | if end_stream { END_STREAM } else { 0 };
-        frame_header(&mut self.out, len, HEADERS, flags, id);
+        encode::header(&mut self.out, len, HEADERS, flags, id);
         if size_update {
             self.out.push(0x20); // dynamic table size update to 0
         }
         self.out.extend_from_slice(block);
-    }
-
-    fn push_frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
-        frame_header(&mut self.out, payload.len(), kind, flags, stream);
-        self.out.extend_from_slice(payload);
     }
 
     /// Queues a large payload without copying it, after everything already queued.
@@ -440,11 +232,11 @@ impl Inner {
     }
 
     fn send_rst(&mut self, stream: u32, code: u32) {
-        self.push_frame(RST_STREAM, 0, stream, &code.to_be_bytes());
+        encode::rst_stream(&mut self.out, stream, code);
     }
 
     fn send_window_update(&mut self, stream: u32, increment: u32) {
-        self.push_frame(WINDOW_UPDATE, 0, stream, &increment.to_be_bytes());
+        encode::window_update(&mut self.out, stream, increment);
     }
 
     /// Sends as much of `stream`'s pending request as the windows allow. True when all is sent.
@@ -480,7 +272,7 @@ impl Inner {
             s.send_window -= n as i64;
             let last = s.pending.is_empty();
             self.conn_send_window -= n as i64;
-            frame_header(
+            encode::header(
                 &mut self.out,
                 n,
                 DATA,
@@ -545,6 +337,11 @@ impl Inner {
 
     /// The connection is over: every stream still running fails, no new one starts.
     fn fail_all(&mut self, why: String) {
+        self.fail_all_with(why, StreamError::Transport);
+    }
+
+    /// [`Inner::fail_all`] with the kind of error the streams end with.
+    fn fail_all_with(&mut self, why: String, error: fn(String) -> StreamError) {
         if self.closed.is_none() {
             self.closed = Some(why.clone());
         }
@@ -555,7 +352,7 @@ impl Inner {
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
-            self.finish(id, Err(StreamError::Transport(why.clone())));
+            self.finish(id, Err(error(why.clone())));
         }
         self.blocked.clear();
         for w in self.slot_waiters.drain(..) {
@@ -563,61 +360,84 @@ impl Inner {
         }
     }
 
-    /// A connection error of ours: tell the server, then fail everything.
-    fn protocol_error(&mut self, what: &str) {
+    /// A connection error found in what the server sent: GOAWAY with its code, then every
+    /// stream in flight fails as a protocol error.
+    fn connection_error(&mut self, error: &Http2Error) {
         // The last stream id of a client's GOAWAY names server-initiated streams: none.
-        let mut payload = Vec::with_capacity(8);
-        payload.extend_from_slice(&0u32.to_be_bytes());
-        payload.extend_from_slice(&PROTOCOL_ERROR.to_be_bytes());
-        self.push_frame(GOAWAY, 0, 0, &payload);
-        self.fail_all(format!("HTTP/2 protocol error from the server: {what}"));
+        encode::goaway(&mut self.out, 0, error.code(), error.reason().as_bytes());
+        self.notify_task();
+        self.fail_all_with(
+            format!("HTTP/2 protocol error from the server: {error}"),
+            StreamError::Protocol,
+        );
+    }
+
+    /// A stream error: RST_STREAM with its code, and the stream's request fails as a protocol
+    /// error; the connection goes on.
+    fn stream_error(&mut self, stream: u32, error: &Http2Error) {
+        let live = self
+            .streams
+            .get(&stream)
+            .is_some_and(|s| s.outcome.is_none());
+        if live {
+            self.finish(
+                stream,
+                Err(StreamError::Protocol(format!(
+                    "HTTP/2 protocol error from the server: {error}"
+                ))),
+            );
+        }
+        self.send_rst(stream, error.code());
+        self.notify_task();
     }
 
     /// Handles every complete frame at the start of `buf`; returns how many bytes were used.
     /// `Err` = the connection cannot go on (already failed).
-    fn on_frames(&mut self, buf: &[u8]) -> Result<usize, ()> {
+    fn on_frames(&mut self, buf: &[u8]) -> Result<usize, Closed> {
         let mut used = 0;
-        while buf.len() - used >= 9 {
-            let h = &buf[used..used + 9];
-            let len = frame_len(h);
+        while let Some(h) = FrameHeader::from_prefix(&buf[used..]) {
+            let len = h.len() as usize;
             if len > MAX_FRAME_SIZE as usize {
-                self.protocol_error(&format!("a frame of {len} bytes (limit {MAX_FRAME_SIZE})"));
-                return Err(());
+                self.connection_error(&Http2Error::frame_size(format!(
+                    "a frame of {len} bytes (limit {MAX_FRAME_SIZE})"
+                )));
+                return Err(Closed);
             }
-            if buf.len() - used < 9 + len {
+            if buf.len() - used < h.frame_len() {
                 break;
             }
-            let kind = h[3];
-            let flags = h[4];
-            let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & LAST_STREAM_ID;
-            let payload = &buf[used + 9..used + 9 + len];
-            used += 9 + len;
-            self.on_frame(kind, flags, stream, payload)?;
+            let payload = &buf[used + 9..used + h.frame_len()];
+            used += h.frame_len();
+            match self.on_frame(h.kind(), h.flags(), h.stream_id(), payload) {
+                Ok(()) => {}
+                Err(e @ Http2Error::Stream { stream, .. }) => self.stream_error(stream, &e),
+                Err(e @ Http2Error::Connection { .. }) => {
+                    self.connection_error(&e);
+                    return Err(Closed);
+                }
+            }
         }
         Ok(used)
     }
 
-    fn on_frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Result<(), ()> {
+    fn on_frame(
+        &mut self,
+        kind: u8,
+        flags: u8,
+        stream: u32,
+        payload: &[u8],
+    ) -> Result<(), Http2Error> {
         if let Some(p) = &self.partial
             && (kind != CONTINUATION || stream != p.stream)
         {
-            self.protocol_error("a header block interrupted by another frame");
-            return Err(());
+            return Err(Http2Error::protocol(
+                "a header block interrupted by another frame",
+            ));
         }
         match kind {
             DATA => self.on_data(flags, stream, payload),
             HEADERS => {
-                let Some(mut fragment) = unpad(flags, payload) else {
-                    self.protocol_error("bad padding");
-                    return Err(());
-                };
-                if flags & PRIORITY != 0 {
-                    if fragment.len() < 5 {
-                        self.protocol_error("short HEADERS priority");
-                        return Err(());
-                    }
-                    fragment = &fragment[5..];
-                }
+                let fragment = frame::headers_fragment(flags, payload)?;
                 let block = PartialBlock {
                     stream,
                     end_stream: flags & END_STREAM != 0,
@@ -632,12 +452,10 @@ impl Inner {
             }
             CONTINUATION => {
                 let Some(mut block) = self.partial.take() else {
-                    self.protocol_error("CONTINUATION without HEADERS");
-                    return Err(());
+                    return Err(Http2Error::protocol("CONTINUATION without HEADERS"));
                 };
                 if block.block.len() + payload.len() > MAX_HEADER_BLOCK {
-                    self.protocol_error("a header block over 1 MiB");
-                    return Err(());
+                    return Err(Http2Error::protocol("a header block over 1 MiB"));
                 }
                 block.block.extend_from_slice(payload);
                 if flags & END_HEADERS != 0 {
@@ -648,9 +466,7 @@ impl Inner {
                 }
             }
             RST_STREAM => {
-                let code = payload
-                    .get(..4)
-                    .map_or(0, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+                let code = frame::rst_stream(payload)?;
                 self.finish(
                     stream,
                     Err(StreamError::Transport(format!(
@@ -661,36 +477,29 @@ impl Inner {
                 Ok(())
             }
             SETTINGS => {
-                if flags & ACK == 0 {
-                    if !payload.len().is_multiple_of(6) {
-                        self.protocol_error("SETTINGS of a bad length");
-                        return Err(());
+                if let Some(params) = frame::settings(flags, payload)? {
+                    for (id, value) in params {
+                        self.on_setting(id, value)?;
                     }
-                    self.on_settings(payload)?;
-                    self.push_frame(SETTINGS, ACK, 0, &[]);
+                    encode::settings_ack(&mut self.out);
                     self.notify_task();
                 }
                 Ok(())
             }
             PING => {
-                if flags & ACK == 0 && payload.len() == 8 {
-                    self.push_frame(PING, ACK, 0, payload);
+                let data = frame::ping(payload)?;
+                if flags & ACK == 0 {
+                    encode::ping(&mut self.out, true, data);
                     self.notify_task();
                 }
                 Ok(())
             }
             GOAWAY => {
-                if payload.len() < 8 {
-                    self.protocol_error("short GOAWAY");
-                    return Err(());
-                }
-                let last = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])
-                    & LAST_STREAM_ID;
-                let code = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+                let (last, code, debug) = frame::goaway(payload)?;
                 let why = format!(
                     "the server closed the connection (GOAWAY {}{})",
                     error_code_name(code),
-                    match std::str::from_utf8(&payload[8..]) {
+                    match std::str::from_utf8(debug) {
                         Ok(d) if !d.is_empty() => format!(": {d}"),
                         _ => String::new(),
                     }
@@ -714,82 +523,69 @@ impl Inner {
                 Ok(())
             }
             WINDOW_UPDATE => {
-                let Some(c) = payload.get(..4) else {
-                    self.protocol_error("short WINDOW_UPDATE");
-                    return Err(());
-                };
-                let inc = i64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]) & LAST_STREAM_ID);
+                let inc = i64::from(frame::window_update(stream, payload)?);
                 if stream == 0 {
-                    self.conn_send_window += inc;
-                } else if let Some(s) = self.streams.get_mut(&stream) {
-                    s.send_window += inc;
+                    self.conn_send_window = flow::grow(self.conn_send_window, inc, 0)?;
+                } else if let Some(s) = self.streams.get_mut(&stream)
+                    && s.outcome.is_none()
+                {
+                    s.send_window = flow::grow(s.send_window, inc, stream)?;
                 }
                 if !self.blocked.is_empty() {
                     self.send_blocked();
                 }
                 Ok(())
             }
-            PUSH_PROMISE => {
-                self.protocol_error("PUSH_PROMISE although push is disabled");
-                Err(())
-            }
+            PUSH_PROMISE => Err(Http2Error::protocol(
+                "PUSH_PROMISE although push is disabled",
+            )),
             // PRIORITY and unknown frame types are ignored (RFC 9113 §5.5).
             _ => Ok(()),
         }
     }
 
-    fn on_settings(&mut self, payload: &[u8]) -> Result<(), ()> {
-        for s in payload.chunks_exact(6) {
-            let id = u16::from_be_bytes([s[0], s[1]]);
-            let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
-            match id {
-                // MAX_CONCURRENT_STREAMS
-                0x3 => {
-                    self.max_concurrent = value as usize;
-                    // More room: let waiting workers in.
-                    let room = self.max_concurrent.saturating_sub(self.open);
-                    for _ in 0..room {
-                        match self.slot_waiters.pop_front() {
-                            Some(w) => w.wake(),
-                            None => break,
-                        }
+    fn on_setting(&mut self, id: u16, value: u32) -> Result<(), Http2Error> {
+        match id {
+            setting::MAX_CONCURRENT_STREAMS => {
+                self.max_concurrent = value as usize;
+                // More room: let waiting workers in.
+                let room = self.max_concurrent.saturating_sub(self.open);
+                for _ in 0..room {
+                    match self.slot_waiters.pop_front() {
+                        Some(w) => w.wake(),
+                        None => break,
                     }
                 }
-                // INITIAL_WINDOW_SIZE: applies to every stream, by the difference.
-                0x4 => {
-                    if value > LAST_STREAM_ID {
-                        self.protocol_error("INITIAL_WINDOW_SIZE over 2^31-1");
-                        return Err(());
-                    }
-                    let delta = i64::from(value) - self.peer_initial_window;
-                    self.peer_initial_window = i64::from(value);
-                    for st in self.streams.values_mut() {
-                        st.send_window += delta;
-                    }
-                    if delta > 0 && !self.blocked.is_empty() {
-                        self.send_blocked();
-                    }
-                }
-                // MAX_FRAME_SIZE
-                0x5 => {
-                    if !(16_384..=16_777_215).contains(&value) {
-                        self.protocol_error("MAX_FRAME_SIZE out of range");
-                        return Err(());
-                    }
-                    self.peer_max_frame = value as usize;
-                }
-                // HEADER_TABLE_SIZE: the server's decoder table, which our request blocks use.
-                // Smaller than the default: no dynamic table from now on.
-                0x1 if value < 4096 && !matches!(self.hpack_mode, HpackMode::Plain(_)) => {
-                    self.hpack_mode = HpackMode::Plain(true);
-                }
-                _ => {}
             }
+            // Applies to every stream, by the difference; a stream window it pushes past 2^31-1
+            // is a connection error (§6.9.2).
+            setting::INITIAL_WINDOW_SIZE => {
+                let value = i64::from(frame::initial_window(value)?);
+                let delta = value - self.peer_initial_window;
+                self.peer_initial_window = value;
+                for st in self.streams.values_mut() {
+                    st.send_window = flow::grow(st.send_window, delta, 0)?;
+                }
+                if delta > 0 && !self.blocked.is_empty() {
+                    self.send_blocked();
+                }
+            }
+            setting::MAX_FRAME_SIZE => {
+                self.peer_max_frame = frame::max_frame_size(value)? as usize;
+            }
+            // The server's decoder table, which our request blocks use. Smaller than the
+            // default: no dynamic table from now on.
+            setting::HEADER_TABLE_SIZE
+                if value < 4096 && !matches!(self.hpack_mode, HpackMode::Plain(_)) =>
+            {
+                self.hpack_mode = HpackMode::Plain(true);
+            }
+            _ => {}
         }
         Ok(())
     }
 
-    fn on_data(&mut self, flags: u8, stream: u32, payload: &[u8]) -> Result<(), ()> {
+    fn on_data(&mut self, flags: u8, stream: u32, payload: &[u8]) -> Result<(), Http2Error> {
         // The whole frame counts against the windows, padding included.
         let len = payload.len() as u32;
         self.conn_recv_unacked += len;
@@ -798,10 +594,7 @@ impl Inner {
             self.send_window_update(0, inc);
             self.notify_task();
         }
-        let Some(data) = unpad(flags, payload) else {
-            self.protocol_error("bad padding");
-            return Err(());
-        };
+        let data = frame::unpad(flags, payload)?;
         let end = flags & END_STREAM != 0;
         let Some(s) = self.streams.get_mut(&stream) else {
             return Ok(()); // a stream we reset or gave up on
@@ -824,7 +617,8 @@ impl Inner {
         }
         s.body.extend_from_slice(data);
         if end {
-            self.finish(stream, Ok(()));
+            let outcome = answer_outcome(&s.head);
+            self.finish(stream, outcome);
         } else {
             s.recv_unacked += len;
             if s.recv_unacked >= STREAM_WINDOW / 2 {
@@ -836,7 +630,7 @@ impl Inner {
         Ok(())
     }
 
-    fn on_header_block(&mut self, block: PartialBlock) -> Result<(), ()> {
+    fn on_header_block(&mut self, block: PartialBlock) -> Result<(), Http2Error> {
         // Every block is decoded, also for streams nobody waits for: the HPACK table depends on it.
         let mut head = GrpcHead::default();
         let decoded = self.hpack.decode_with_cb(
@@ -863,8 +657,10 @@ impl Inner {
         );
         if let Err(e) = decoded {
             // A failed decode leaves the table out of step with the server's: fatal.
-            self.protocol_error(&format!("HPACK: {e:?}"));
-            return Err(());
+            return Err(Http2Error::connection(
+                common::http2::error_code::COMPRESSION_ERROR,
+                format!("HPACK: {e:?}"),
+            ));
         }
         let Some(s) = self.streams.get_mut(&block.stream) else {
             return Ok(());
@@ -896,21 +692,23 @@ impl Inner {
             }
         }
         if block.end_stream {
-            self.finish(block.stream, Ok(()));
+            let outcome = answer_outcome(&s.head);
+            self.finish(block.stream, outcome);
         }
         Ok(())
     }
 }
 
-/// The payload of a frame without its padding (`None`: the padding is longer than the frame).
-fn unpad(flags: u8, payload: &[u8]) -> Option<&[u8]> {
-    if flags & PADDED == 0 {
-        return Some(payload);
+/// How an answer that ended (END_STREAM) went: a gRPC answer (`:status` 200) must carry a
+/// `grpc-status`, in its trailers or trailers-only headers; without one it is a protocol error,
+/// never a success. Other HTTP statuses are left to the caller (gRPC maps them to codes).
+fn answer_outcome(head: &GrpcHead) -> Result<(), StreamError> {
+    if head.http_status == 200 && head.grpc_status.is_none() {
+        return Err(StreamError::Protocol(
+            "the answer ended without grpc-status".to_string(),
+        ));
     }
-    let (&pad, rest) = payload.split_first()?;
-    rest.len()
-        .checked_sub(usize::from(pad))
-        .map(|end| &rest[..end])
+    Ok(())
 }
 
 /// RFC 9113 §7 error code names; "error code N" for a code it does not define.
@@ -980,12 +778,14 @@ impl Connection {
                 partial: None,
             };
             inner.out.extend_from_slice(PREFACE);
-            let mut settings = Vec::with_capacity(18);
-            for (id, value) in [(0x2u16, 0u32), (0x4, STREAM_WINDOW), (0x5, MAX_FRAME_SIZE)] {
-                settings.extend_from_slice(&id.to_be_bytes());
-                settings.extend_from_slice(&value.to_be_bytes());
-            }
-            inner.push_frame(SETTINGS, 0, 0, &settings);
+            encode::settings(
+                &mut inner.out,
+                &[
+                    (setting::ENABLE_PUSH, 0),
+                    (setting::INITIAL_WINDOW_SIZE, STREAM_WINDOW),
+                    (setting::MAX_FRAME_SIZE, MAX_FRAME_SIZE),
+                ],
+            );
             inner.send_window_update(0, CONNECTION_WINDOW - DEFAULT_WINDOW as u32);
             let mut io = Io {
                 sock,
@@ -1008,22 +808,21 @@ impl Connection {
                             .to_string(),
                     });
                 }
-                if io.rbuf.len() >= 9 {
-                    if io.rbuf[3] != SETTINGS || io.rbuf[4] & ACK != 0 {
+                if let Some(h) = FrameHeader::from_prefix(&io.rbuf) {
+                    if h.kind() != SETTINGS || h.has_flag(ACK) {
                         return Err(
                             "the server did not start with HTTP/2 SETTINGS (is it a gRPC server?)"
                                 .to_string(),
                         );
                     }
-                    let len = frame_len(&io.rbuf);
-                    if io.rbuf.len() >= 9 + len {
+                    if io.rbuf.len() >= h.frame_len() {
                         break;
                     }
                 }
             }
             let used = inner
                 .on_frames(&io.rbuf)
-                .map_err(|()| inner.closed.clone().unwrap_or_default())?;
+                .map_err(|Closed| inner.closed.clone().unwrap_or_default())?;
             let _ = io.rbuf.split_to(used);
             Ok::<_, String>((inner, io))
         };
@@ -1290,7 +1089,7 @@ impl Io {
         &mut self,
         inner: &mut Inner,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<(), ()>> {
+    ) -> Poll<Result<(), Closed>> {
         loop {
             if self.rbuf.capacity() - self.rbuf.len() < 16 * 1024 {
                 self.rbuf.reserve(64 * 1024);
@@ -1310,7 +1109,7 @@ impl Io {
             match read {
                 Ok(0) => {
                     inner.fail_all("the server closed the connection".to_string());
-                    return Poll::Ready(Err(()));
+                    return Poll::Ready(Err(Closed));
                 }
                 Ok(n) => {
                     if let (true, Socket::Plain(tcp)) = (n < offered, &self.sock) {
@@ -1325,9 +1124,8 @@ impl Io {
                     let used = inner.on_frames(&self.rbuf)?;
                     let _ = self.rbuf.split_to(used);
                     // A frame larger than what is buffered: make room for all of it.
-                    if self.rbuf.len() >= 9 {
-                        let len = frame_len(&self.rbuf);
-                        self.rbuf.reserve(9 + len);
+                    if let Some(h) = FrameHeader::from_prefix(&self.rbuf) {
+                        self.rbuf.reserve(h.frame_len());
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -1338,14 +1136,14 @@ impl Io {
                         Poll::Ready(Ok(())) => continue,
                         Poll::Ready(Err(e)) => {
                             inner.fail_all(format!("connection failed: {e}"));
-                            return Poll::Ready(Err(()));
+                            return Poll::Ready(Err(Closed));
                         }
                         Poll::Pending => return Poll::Ready(Ok(())),
                     }
                 }
                 Err(e) => {
                     inner.fail_all(format!("connection failed: {e}"));
-                    return Poll::Ready(Err(()));
+                    return Poll::Ready(Err(Closed));
                 }
             }
         }
@@ -1373,7 +1171,7 @@ async fn drive(mut io: Io, inner: Rc<RefCell<Inner>>) {
             return Poll::Ready(());
         }
         match read {
-            Poll::Ready(Err(())) => Poll::Ready(()),
+            Poll::Ready(Err(Closed)) => Poll::Ready(()),
             _ => {
                 // Closed for new streams and nothing left in flight: done.
                 if inner.closed.is_some() && inner.open == 0 && wrote.is_ready() {
@@ -1393,6 +1191,7 @@ async fn drive(mut io: Io, inner: Rc<RefCell<Inner>>) {
 
 #[cfg(test)]
 mod tests {
+    use super::hpack::hpack_int;
     use super::*;
 
     #[test]
@@ -1468,14 +1267,6 @@ mod tests {
         assert_eq!(one.as_single().map(|b| &b[..]), Some(&b"x"[..]));
         assert!(RequestBody::default().is_empty());
         assert_eq!(RequestBody::default().as_single().map(Bytes::len), Some(0));
-    }
-
-    #[test]
-    fn padding_is_removed_or_rejected() {
-        assert_eq!(unpad(0, b"abc"), Some(&b"abc"[..]));
-        assert_eq!(unpad(PADDED, &[2, b'x', 0, 0]), Some(&b"x"[..]));
-        assert_eq!(unpad(PADDED, &[5, b'x']), None);
-        assert_eq!(unpad(PADDED, &[]), None);
     }
 
     #[test]
@@ -1697,6 +1488,183 @@ mod against_h2_server {
                     .exchange(Bytes::from_static(b"x"), BytesMut::new())
                     .await;
                 assert!(matches!(again, Err((StreamError::Transport(_), _))));
+            })
+            .await;
+    }
+
+    /// A server that sends its SETTINGS, reads the client's first request, then writes `script`
+    /// and returns all the client sent after its preface (until the client closes or 2 s pass).
+    async fn scripted(script: Vec<u8>) -> (String, tokio::task::JoinHandle<Vec<u8>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut hello = Vec::new();
+            encode::settings(&mut hello, &[]);
+            tcp.write_all(&hello).await.unwrap();
+            // Everything the client sends, from its preface on, so that frames are parsed
+            // from a frame boundary.
+            let mut all = vec![0u8; 256 * 1024];
+            let mut got = tcp.read(&mut all).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            got += tcp.read(&mut all[got..]).await.unwrap_or(0);
+            all.truncate(got);
+            tcp.write_all(&script).await.unwrap();
+            let _ = tokio::time::timeout(Duration::from_secs(2), tcp.read_to_end(&mut all)).await;
+            all.split_off(PREFACE.len())
+        });
+        (addr, server)
+    }
+
+    /// The frames in `bytes` as (type, stream, first 4 payload bytes as a code).
+    fn frames_of(bytes: &[u8]) -> Vec<(u8, u32, u32)> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let Some(h) = FrameHeader::from_prefix(&bytes[at..]) {
+            if at + h.frame_len() > bytes.len() {
+                break;
+            }
+            let p = &bytes[at + 9..at + h.frame_len()];
+            let code_at = if h.kind() == GOAWAY { 4 } else { 0 };
+            let code = p
+                .get(code_at..code_at + 4)
+                .map_or(0, |c| u32::from_be_bytes(c.try_into().unwrap()));
+            out.push((h.kind(), h.stream_id(), code));
+            at += h.frame_len();
+        }
+        out
+    }
+
+    /// Runs one exchange (a body of 100 KiB, beyond the default window, so that it waits for
+    /// window) against `script`; the exchange's result and what the client sent after.
+    async fn exchange_against(
+        script: Vec<u8>,
+    ) -> (Result<Response, StreamError>, Vec<(u8, u32, u32)>) {
+        let (addr, server) = scripted(script).await;
+        let local = tokio::task::LocalSet::new();
+        let result = local
+            .run_until(async {
+                let conn = connect(&addr).await;
+                let r = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    conn.exchange(Bytes::from(vec![b'x'; 100 << 10]), BytesMut::new()),
+                )
+                .await
+                .expect("the exchange ended");
+                drop(conn);
+                r.map_err(|(e, _)| e)
+            })
+            .await;
+        (result, frames_of(&server.await.unwrap()))
+    }
+
+    fn window_update(stream: u32, inc: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        encode::window_update(&mut b, stream, inc);
+        b
+    }
+
+    use common::http2::error_code::{FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR, PROTOCOL_ERROR};
+
+    #[tokio::test]
+    async fn a_zero_stream_window_increment_resets_that_stream_as_a_protocol_error() {
+        let (r, sent) = exchange_against(window_update(1, 0)).await;
+        assert!(matches!(r, Err(StreamError::Protocol(_))), "{r:?}");
+        assert!(sent.contains(&(RST_STREAM, 1, PROTOCOL_ERROR)), "{sent:?}");
+        assert!(!sent.iter().any(|f| f.0 == GOAWAY), "{sent:?}");
+    }
+
+    #[tokio::test]
+    async fn a_zero_connection_window_increment_is_a_connection_error() {
+        let (r, sent) = exchange_against(window_update(0, 0)).await;
+        assert!(matches!(r, Err(StreamError::Protocol(_))), "{r:?}");
+        assert!(sent.contains(&(GOAWAY, 0, PROTOCOL_ERROR)), "{sent:?}");
+    }
+
+    #[tokio::test]
+    async fn windows_past_2_31_minus_1_are_flow_control_errors() {
+        // The 100 KiB request used both default windows up (0 left): the second increment of
+        // 2^31-1 overflows whatever the first let the client send.
+        let twice = |stream| {
+            [
+                window_update(stream, MAX_WINDOW_INC),
+                window_update(stream, MAX_WINDOW_INC),
+            ]
+            .concat()
+        };
+        let (r, sent) = exchange_against(twice(1)).await;
+        assert!(matches!(r, Err(StreamError::Protocol(_))), "{r:?}");
+        assert!(
+            sent.contains(&(RST_STREAM, 1, FLOW_CONTROL_ERROR)),
+            "{sent:?}"
+        );
+        let (r, sent) = exchange_against(twice(0)).await;
+        assert!(matches!(r, Err(StreamError::Protocol(_))), "{r:?}");
+        assert!(sent.contains(&(GOAWAY, 0, FLOW_CONTROL_ERROR)), "{sent:?}");
+    }
+
+    const MAX_WINDOW_INC: u32 = common::http2::MAX_WINDOW;
+
+    #[tokio::test]
+    async fn settings_that_overflow_windows_or_have_bad_lengths_are_connection_errors() {
+        let settings = |p: &[(u16, u32)]| {
+            let mut b = Vec::new();
+            encode::settings(&mut b, p);
+            b
+        };
+        // Above 2^31-1 (§6.5.2).
+        let (r, sent) =
+            exchange_against(settings(&[(setting::INITIAL_WINDOW_SIZE, 1 << 31)])).await;
+        assert!(matches!(r, Err(StreamError::Protocol(_))), "{r:?}");
+        assert!(sent.contains(&(GOAWAY, 0, FLOW_CONTROL_ERROR)), "{sent:?}");
+        // The open stream's window grown past 2^31-1 by the change (§6.9.2).
+        let mut script = window_update(1, MAX_WINDOW_INC);
+        script.extend(settings(&[(setting::INITIAL_WINDOW_SIZE, 65_536)]));
+        let (r, sent) = exchange_against(script).await;
+        assert!(matches!(r, Err(StreamError::Protocol(_))), "{r:?}");
+        assert!(sent.contains(&(GOAWAY, 0, FLOW_CONTROL_ERROR)), "{sent:?}");
+        // An ACK with a payload, a length not a multiple of 6 (§6.5).
+        let mut ack = Vec::new();
+        encode::frame(&mut ack, SETTINGS, ACK, 0, &[0; 6]);
+        let (_, sent) = exchange_against(ack).await;
+        assert!(sent.contains(&(GOAWAY, 0, FRAME_SIZE_ERROR)), "{sent:?}");
+        let mut odd = Vec::new();
+        encode::frame(&mut odd, SETTINGS, 0, 0, &[0; 7]);
+        let (_, sent) = exchange_against(odd).await;
+        assert!(sent.contains(&(GOAWAY, 0, FRAME_SIZE_ERROR)), "{sent:?}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_without_grpc_status_is_a_protocol_error() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut conn = h2::server::handshake(tcp).await.unwrap();
+            while let Some(Ok((_req, mut respond))) = conn.accept().await {
+                let response = http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/grpc")
+                    .body(())
+                    .unwrap();
+                let mut send = respond.send_response(response, false).unwrap();
+                let _ = send.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), false);
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("x-other", http::HeaderValue::from_static("1"));
+                let _ = send.send_trailers(trailers);
+            }
+        });
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let conn = connect(&addr).await;
+                let r = conn
+                    .exchange(Bytes::from_static(b"x"), BytesMut::new())
+                    .await;
+                assert!(matches!(r, Err((StreamError::Protocol(_), _))), "{r:?}");
+                // A stream-level failure: the connection goes on.
+                assert!(conn.is_usable());
             })
             .await;
     }
