@@ -1,95 +1,37 @@
-//! dn-sim's module layers (ARCHITECTURE.md) hold: each module of `dn-sim/src` uses (`crate::…`,
-//! outside its tests) only modules of lower layers, or its own submodules, so there are no import
-//! cycles; and the DataNode's own parts (dispatcher → keyvalue → store, and what they use) know
-//! nothing of the simulation around them (admission: limits, pool, delays, faults, disk,
-//! budgets, connection limits, TLS).
+//! dn-sim's folders are its layers (ARCHITECTURE.md): `net/` (what serves the DataNode) uses
+//! `sim/` and `datanode/`; `sim/` (the simulation around the DataNode) uses `datanode/`;
+//! `datanode/` (the DataNode's own parts) uses neither. Only the binary's front (`cli`, and the
+//! crate roots) sits above them. Read from whole files, test modules and `super::` paths
+//! included; and no two modules import each other, directly or around a cycle.
 
 use std::path::Path;
 
-/// Layers, top first: a module may use the modules of the layers after its own.
-const LAYERS: &[&[&str]] = &[
-    &["cli"],
-    &["server"],
-    &["admin", "health"],
-    &["service"],
-    &["admission"],
-    &["inflight", "settings"],
-    &["dispatcher"],
-    &["keyvalue"],
-    &["metrics", "service_limits", "disk"],
-    &["store", "payload", "envelope", "timer"],
-    &[
-        "fault",
-        "containers",
-        "pool",
-        "connections",
-        "tls",
-        "reset",
-        "rng",
-        "limits",
-    ],
-    &["delay"],
-    &["target", "version"],
-];
+const ROOMS: &[&str] = &["net", "sim", "datanode"];
+const ROOTS: &[&str] = &["cli"];
 
-/// The DataNode's own parts, below the service.
-const DATANODE: &[&str] = &[
-    "dispatcher",
-    "keyvalue",
-    "envelope",
-    "payload",
-    "store",
-    "containers",
-    "version",
-];
-
-/// The simulation around the DataNode (`metrics` and `timer` are shared by both sides: the
-/// DataNode's own metrics and the handler's clock).
-const ADMISSION: &[&str] = &[
-    "admission",
-    "inflight",
-    "settings",
-    "service_limits",
-    "limits",
-    "pool",
-    "delay",
-    "fault",
-    "disk",
-    "connections",
-    "tls",
-    "reset",
-    "rng",
-    "target",
-];
-
-fn layer_of(module: &str) -> Option<usize> {
-    layer_check::layer_of(LAYERS, module)
+fn uses() -> Vec<layer_check::Use> {
+    layer_check::crate_uses(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
 }
 
 #[test]
-fn modules_use_only_lower_layers() {
-    let report = layer_check::check(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), LAYERS);
-    assert!(report.checked > 30, "only {} files checked", report.checked);
-    assert!(report.problems.is_empty(), "{}", report.problems.join("\n"));
+fn each_folder_uses_only_the_folders_below_it() {
+    let uses = uses();
+    assert!(uses.len() > 200, "only {} paths found", uses.len());
+    for room in ROOMS {
+        assert!(
+            uses.iter()
+                .any(|u| u.from.first().map(String::as_str) == Some(room)),
+            "nothing found in {room}/"
+        );
+    }
+    let problems = layer_check::check_rooms(&uses, ROOMS, ROOTS);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]
-fn the_datanode_knows_nothing_of_the_simulation_around_it() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut problems = Vec::new();
-    for module in DATANODE {
-        let files = layer_check::module_files(&src, module);
-        assert!(!files.is_empty(), "no source for {module}");
-        for f in files {
-            for used in layer_check::uses(&std::fs::read_to_string(&f).unwrap()) {
-                if ADMISSION.contains(&used.as_str()) {
-                    problems.push(format!("{}: {module} uses {used}", f.display()));
-                }
-            }
-        }
-    }
-    for m in DATANODE.iter().chain(ADMISSION) {
-        assert!(layer_of(m).is_some(), "{m} is in no layer");
-    }
+fn modules_import_no_cycle() {
+    let uses = uses();
+    let mut problems = layer_check::cycles(&uses, 1);
+    problems.extend(layer_check::cycles(&uses, 2));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -193,6 +193,18 @@ fn stored_block_len(block: &common::proto::BlockData) -> u64 {
     (head + metadata + chunks) as u64
 }
 
+/// Response data a request asks for, charged to the egress limit (and, up to the message limit,
+/// reserved in the in-flight budget) before it is served.
+pub fn expected_response_bytes(req: &Request) -> u64 {
+    let echo = req
+        .echo
+        .as_ref()
+        .and_then(|e| e.payload_size_resp)
+        .unwrap_or(0)
+        .max(0) as u64;
+    echo.saturating_add(req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len))
+}
+
 /// Chunk data bytes an answer carries (ReadChunk, GetSmallFile), for metrics and the disk model.
 pub(crate) fn chunk_bytes(resp: &Response) -> u64 {
     use common::proto::read_chunk_response_proto::ResponseData;

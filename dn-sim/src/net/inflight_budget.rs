@@ -348,7 +348,7 @@ impl Drop for StreamCharge {
 /// whose answers are small and charged once built.
 pub async fn expected_answer(store: &crate::datanode::store::ContainerStore, req: &Request) -> u64 {
     let max = common::MAX_MESSAGE_SIZE as u64;
-    let mut bytes = expected_response_bytes(req);
+    let mut bytes = crate::datanode::dispatcher::expected_response_bytes(req);
     if let Some(read) = &req.read_block {
         bytes = bytes.saturating_add(read.length.unwrap_or(0));
     }
@@ -377,18 +377,6 @@ pub async fn expected_answer(store: &crate::datanode::store::ContainerStore, req
         }
     }
     bytes.min(max)
-}
-
-/// Response data a request asks for, charged to the egress limit (and, up to the message limit,
-/// reserved in the in-flight budget) before it is served.
-pub fn expected_response_bytes(req: &Request) -> u64 {
-    let echo = req
-        .echo
-        .as_ref()
-        .and_then(|e| e.payload_size_resp)
-        .unwrap_or(0)
-        .max(0) as u64;
-    echo.saturating_add(req.read_chunk.as_ref().map_or(0, |r| r.chunk_data.len))
 }
 
 /// What a decoded request takes in memory beyond its wire bytes, roughly: a message of many tiny

@@ -136,7 +136,7 @@ impl Admission {
         let size = req.encoded_len();
         self.metrics.request_received(cmd, size);
         if self.limits.is_limited() {
-            let egress = crate::net::inflight_budget::expected_response_bytes(&req);
+            let egress = crate::datanode::dispatcher::expected_response_bytes(&req);
             if let Err(rejection) = self.limits.check(size as u64, egress, ops_taken, arrived) {
                 self.metrics.rejected(rejection.reason.label());
                 if let crate::sim::service_limits::RejectTiming::After(d) =
