@@ -153,7 +153,7 @@ fn resolve(here: &[String], path: &[String]) -> Option<Vec<String>> {
         Some("self") | Some("super") => here.to_vec(),
         _ => return None,
     };
-    let mut rest = &path[..];
+    let mut rest = path;
     if rest.first().is_some_and(|s| s == "crate" || s == "self") {
         rest = &rest[1..];
     }
