@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP/2 and connection abuse against a release dn-sim (issue 14): rapid reset (HEADERS +
+# HTTP/2 and connection abuse against a release dn-sim: rapid reset (HEADERS +
 # RST_STREAM in a loop, CVE-2023-44487), streams opened and never finished, a 4 MB WriteChunk
 # that sends 1 MB and stalls, connections opened and dropped (10,000), requests with 16 KiB of
 # headers, a SETTINGS flood, a PING flood, garbage instead of the preface. Each attack runs for a

@@ -10,7 +10,7 @@
 # buffer size, the Rust side then the Java sides; each figure is the median over the rounds (not
 # the best: at 4 MiB a JVM's buffer sometimes lands where it runs ~15 % faster for the whole
 # process, e.g. 27.9, 28.1 and 32.5 GB/s in three rounds, and the best would crown that). Prints one
-# markdown table; GB/s = 10^9 bytes/s. Goal (issue 13): >= 1.0x Java for both algorithms at every
+# markdown table; GB/s = 10^9 bytes/s. Goal: >= 1.0x Java for both algorithms at every
 # buffer size, judged like for like: the crate common::checksum uses (bare per-window calls) against
 # the bare java.util.zip loop, and common::checksum itself (which also builds the ChecksumData: one
 # Bytes per window) against the real Ozone client's Checksum.computeChecksum (which builds its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What durability costs (issue 14): `loadgen write` MB/s to dn-sim's memory store, to
+# What durability costs: `loadgen write` MB/s to dn-sim's memory store, to
 # `--store dir:` and to `--store dir: --sync`, in one run, and how PutBlock commits of one
 # container (serialized: one SQLite writer per container DB) compare with the same writers spread
 # over several containers.

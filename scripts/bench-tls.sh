@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What TLS costs (issue 14): in one run, alternating in every round, release builds of
+# What TLS costs: in one run, alternating in every round, release builds of
 #   - `loadgen echo` (0-byte payloads, many calls: per-call cost) and
 #   - `loadgen write` of 4 MB WriteChunks (CRC32 per 16 KB; bulk cost)
 # against two dn-sims with --store discard, one plain and one with --tls-cert (a P-256 certificate

@@ -9,7 +9,7 @@
 # client's CPU time per call (user + system of the whole process tree, from /usr/bin/time) both
 # in all and without the fixed start-up cost (a 1-call run of each tool, measured first, is
 # subtracted), and failures. Then the medians over the rounds and the ratios loadgen ÷ freon.
-# Goal (issue 12): loadgen ≥ 1.0 × freon's calls/s at ≤ 0.5 × its CPU per call.
+# Goal: loadgen ≥ 1.0 × freon's calls/s at ≤ 0.5 × its CPU per call.
 #
 # freon prints its report (Dropwizard's ConsoleReporter) only when it has a console, so it runs
 # under a pseudo-terminal (util-linux `script`).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The wire's speed (issue 13): how close do `loadgen write` and `loadgen read` of 4 MB chunks get
+# The wire's speed: how close do `loadgen write` and `loadgen read` of 4 MB chunks get
 # to what one TCP stream moves over loopback? In one run, alternating in every round:
 #   - iperf3, one stream over 127.0.0.1 (the ceiling);
 #   - `loadgen write` of 4 MB WriteChunks (--write-size 4MB, CRC32 over 16 KB windows) to a dn-sim

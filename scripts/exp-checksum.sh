@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HDDS-15612's experiment (seeds/002_acab38addc548a3d.txt) with loadgen: CRC32 computed when a
+# HDDS-15612's experiment with loadgen: CRC32 computed when a
 # chunk is sent ("at-flush", Ozone before the patch) versus while each application write() is
 # copied into the chunk buffer ("incremental", the patch), per cell of write size × writers ×
 # transport (× simulated DataNode WriteChunk latency for the real transport), with repeated runs.

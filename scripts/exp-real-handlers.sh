@@ -8,7 +8,7 @@
 # worker thread). Little's law predicts min(pool, 32) / sleep.
 #
 # Part B, hdds.datanode.handler.count = 1 versus 10 on the real DataNode: over gRPC (loadgen, sleep
-# 0 and 1 ms) and over Ratis (the seed's own command, `freon dn-echo --ratis --clients 32 -t 32
+# 0 and 1 ms) and over Ratis (HDDS-11224's own command, `freon dn-echo --ratis --clients 32 -t 32
 # --sleep-time-ms 0 --payload-req 0`, the real freon in its own JVM); and dn-sim given the same key.
 #
 # Each DataNode gets 15 s of untimed load after its start (its JIT warms up), each cell its own
@@ -86,7 +86,7 @@ print(f"{part},{target},{key},{value},grpc,loadgen,{sleep_ms},{r['throughput']['
 PY
 }
 
-# ratis_cell TARGET KEY VALUE: the seed's freon --ratis command, a CSV row.
+# ratis_cell TARGET KEY VALUE: HDDS-11224's freon --ratis command, a CSV row.
 ratis_cell() {
     local key="$2" value="$3"
     echo "  real $key=$value: freon dn-echo --ratis --clients 32 -t 32 -n $ratis_n" >&2

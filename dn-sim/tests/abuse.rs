@@ -1,4 +1,4 @@
-//! HTTP/2 and connection abuse (issue 14) against a `dn-sim` binary: for each attack an honest
+//! HTTP/2 and connection abuse against a `dn-sim` binary: for each attack an honest
 //! Echo client on a connection of its own keeps being answered (none fails; p99 under 1 s on a
 //! loaded 2-core machine; at least a twentieth of its rate before the attack, since attacker,
 //! client and server share the two cores), the server's peak resident memory stays under a

@@ -221,7 +221,7 @@ impl Drop for H2Conn {
     }
 }
 
-/// The attacks of issue 14.
+/// The attacks the abuse tests and `scripts/abuse.sh` run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attack {
     /// HEADERS then RST_STREAM CANCEL, in a loop (CVE-2023-44487).
