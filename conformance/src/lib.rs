@@ -2,13 +2,14 @@
 //! DataNode and dn-sim, answers compared field by field after normalisation.
 //!
 //! Flow: `scenario` (files → validated scenarios) → `runner` (container IDs, config groups,
-//! `target` start/stop, `client` gRPC and `prom` scrapes per step, `normalize`, verdicts) →
+//! `target` start/stop, `client` gRPC and `prom` scrapes per step, `normalize`; `outcome` holds the answers and verdicts) →
 //! `report` (markdown table, differences, totals). `proto` and `placeholders` turn scenario JSON
 //! into request bytes; `proto` also turns response bytes into JSON.
 
 pub mod cli;
 pub mod client;
 pub mod normalize;
+pub mod outcome;
 pub mod placeholders;
 pub mod prom;
 pub mod proto;

@@ -1,6 +1,6 @@
 //! What the runner prints: the markdown table, the differences in full, the totals line.
 
-use crate::runner::{Outcome, StepResult, Verdict};
+use crate::outcome::{Outcome, StepResult, Verdict};
 use serde_json::Value as Json;
 use std::fmt::Write as _;
 
