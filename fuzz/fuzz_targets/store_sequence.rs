@@ -1,7 +1,7 @@
 //! A structured sequence of requests (`arbitrary`) through dn-sim's dispatcher
 //! (`Admission::dispatch`: pool, no delays or faults → `KeyValueHandler::handle` → the store),
 //! checked request by request against a model: the model of the store's proptest
-//! (dn-sim/src/store/tests.rs, `run_model`: one `Vec<u8>` per block, the FILE_PER_BLOCK write
+//! (dn-sim/src/datanode/store/tests.rs, `run_model`: one `Vec<u8>` per block, the FILE_PER_BLOCK write
 //! and read rules, PutBlock, GetBlock, capacity), ported here (it lives in a test module) and
 //! extended with what the dispatcher adds: containers (create, auto-create on WriteChunk and
 //! PutBlock, close, delete with and without force), their states (a failed write marks an OPEN

@@ -127,7 +127,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     }
 }
 
-/// The time a handler spends on one request, on the simulation's clock (see `pool.rs`): service
+/// The time a handler spends on one request, on the simulation's clock (see `sim::pool`): service
 /// starts at a virtual instant, each hold (injected delay, echo sleep, disk wait, stall) advances
 /// it, and real work between holds counts as it happens. Sleeping until the virtual instant,
 /// rather than for a duration from whenever the task runs, keeps wake-up latency out of the

@@ -65,7 +65,7 @@ pub struct Config {
     pub datanode_uuid: String,
     /// The Ozone release whose answers dn-sim gives where releases differ.
     pub ozone_version: crate::datanode::version::OzoneVersion,
-    /// Connection and HTTP/2 limits (`connections.rs`).
+    /// Connection and HTTP/2 limits (`net::connection`).
     pub connections: crate::net::connection::ConnectionLimits,
     /// TLS on the client port (`--tls-cert`); `None` = plain text.
     pub tls: Option<crate::net::tls::ServerTls>,
