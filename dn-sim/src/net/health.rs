@@ -82,7 +82,7 @@ impl HealthcheckArgs {
     }
 
     /// The TLS client of `--tls-ca` and friends; `None` = plain text.
-    pub fn tls(&self) -> Result<Option<crate::net::tls::ClientTls>, String> {
+    pub fn tls(&self) -> Result<Option<grpc_client::ClientTls>, String> {
         self.check_flags()?;
         let Some(ca) = &self.tls_ca else {
             return Ok(None);
@@ -91,7 +91,7 @@ impl HealthcheckArgs {
             .tls_client_cert
             .as_deref()
             .zip(self.tls_client_key.as_deref());
-        crate::net::tls::ClientTls::new(
+        grpc_client::ClientTls::new(
             ca,
             identity,
             ["--tls-ca", "--tls-client-cert", "--tls-client-key"],
@@ -115,13 +115,13 @@ pub fn healthcheck(args: &HealthcheckArgs) -> Result<String, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
-    let tls = args.tls()?.map(|tls| crate::net::tls::TonicConnector {
+    let tls = args.tls()?.map(|tls| grpc_client::TonicConnector {
         tls: std::sync::Arc::new(tls),
         addr: args.addr.clone(),
         server_name: args
             .tls_server_name
             .clone()
-            .unwrap_or_else(|| crate::net::tls::host_of(&args.addr).to_string()),
+            .unwrap_or_else(|| grpc_client::host_of(&args.addr).to_string()),
     });
     runtime.block_on(check_with(&args.addr, &args.service, args.timeout, tls))
 }
@@ -136,7 +136,7 @@ pub async fn check_with(
     addr: &str,
     service: &str,
     timeout: Duration,
-    tls: Option<crate::net::tls::TonicConnector>,
+    tls: Option<grpc_client::TonicConnector>,
 ) -> Result<String, String> {
     let what = if service.is_empty() {
         format!("{addr} (server)")

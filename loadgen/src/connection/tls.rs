@@ -3,9 +3,9 @@
 //! ([`super::http2`], its socket an enum of plain TCP and TLS) and tonic's `Channel` of persistent
 //! streams (a connector that runs the handshake). rustls with ALPN `h2`, TLS 1.2 and 1.3, as a
 //! secure DataNode (Ozone 2.0.0–2.2.0, `hdds.grpc.tls.enabled`) serves; the PEM loading, the
-//! handshake and its one-line errors are dn-sim's ([`dn_sim::net::tls::ClientTls`]).
+//! handshake and its one-line errors are dn-sim's ([`grpc_client::ClientTls`]).
 
-use dn_sim::net::tls::ClientTls;
+use grpc_client::ClientTls;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpStream;
@@ -87,7 +87,7 @@ impl TargetTls {
             .unwrap_or(target.trim());
         let server_name = match &flags.server_name {
             Some(name) => name.clone(),
-            None => dn_sim::net::tls::host_of(hostport.trim_end_matches('/')).to_string(),
+            None => grpc_client::host_of(hostport.trim_end_matches('/')).to_string(),
         };
         rustls::pki_types::ServerName::try_from(server_name.clone()).map_err(|_| {
             match flags.server_name {
@@ -115,8 +115,8 @@ impl TargetTls {
     }
 
     /// tonic's connector for `hostport`.
-    pub fn connector(&self, hostport: &str) -> dn_sim::net::tls::TonicConnector {
-        dn_sim::net::tls::TonicConnector {
+    pub fn connector(&self, hostport: &str) -> grpc_client::TonicConnector {
+        grpc_client::TonicConnector {
             tls: Arc::clone(&self.client),
             addr: hostport.to_string(),
             server_name: self.server_name.clone(),
