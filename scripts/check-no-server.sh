@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# loadgen built without the embedded dn-sim links no server: it builds, and its normal
-# dependency tree holds no dn-sim, axum or rusqlite.
+# loadgen built without the embedded dn-sim links no server: it builds, its normal dependency
+# tree holds no dn-sim, axum or rusqlite, and tonic is built without its server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -p loadgen --no-default-features --locked
 if found=$(cargo tree -p loadgen --no-default-features -e normal --locked | grep -E 'dn-sim|axum|rusqlite'); then
     echo "check-no-server: loadgen --no-default-features depends on a server crate:" >&2
+    echo "$found" >&2
+    exit 1
+fi
+if found=$(cargo tree -p loadgen --no-default-features -e features -i tonic --locked | grep -E 'tonic feature "(server|router|transport)"'); then
+    echo "check-no-server: loadgen --no-default-features builds tonic's server:" >&2
     echo "$found" >&2
     exit 1
 fi

@@ -122,6 +122,7 @@ stage fmt -- cargo fmt --all --check
 stage clippy -- cargo clippy --workspace --all-targets --locked -- -D warnings
 stage tests -- unit_and_integration_tests
 stage build -- build
+stage no-server -- scripts/check-no-server.sh
 stage prometheus --needs build -- scripts/test-prometheus.sh
 stage experiments-quick --needs build -- experiments_quick
 stage check-deploy --needs build -- scripts/check-deploy.sh

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod cpu;
+pub mod embedded;
 pub mod engine;
 pub mod error;
 pub mod manifest;

@@ -5,6 +5,7 @@
 use crate::cli::Format;
 use crate::config::{ReportConfig, RunConfig, StopAfter, Streams, Target, WorkloadConfig};
 use crate::connection;
+use crate::embedded;
 use crate::engine::live::IntervalSink;
 use crate::engine::{Observers, TotalsSink};
 use crate::error::{Error, OutputFailure};
@@ -248,49 +249,16 @@ pub fn run_config(config: &RunConfig) -> Result<Summary, Error> {
 /// The target of a run: an embedded dn-sim (kept alive by the first field), a remote one or the
 /// in-process null DataNode; the description for the header and the address for the reports.
 type Started = (
-    Option<dn_sim::EmbeddedServer>,
+    Option<embedded::Server>,
     connection::Endpoint,
     String,
     String,
 );
 
-/// The store an embedded or null DataNode needs: none of its own for echo, discard for a write
-/// that reads nothing back, memory (as much as the run writes) when data is read.
-fn store_for(config: &RunConfig) -> Option<dn_sim::datanode::store::StoreKind> {
-    match &config.workload {
-        WorkloadConfig::Echo(_) => None,
-        WorkloadConfig::Write(w) if !w.then_read => {
-            Some(dn_sim::datanode::store::StoreKind::Discard)
-        }
-        _ => Some(dn_sim::datanode::store::StoreKind::Memory),
-    }
-}
-
 fn start_target(config: &RunConfig) -> Result<Started, Error> {
     match &config.target {
         Target::Null => {
-            let (store, containers) = match store_for(config) {
-                Some(store) => (
-                    store,
-                    dn_sim::datanode::container_ids::ContainerIds::single(config.container_id),
-                ),
-                None => (
-                    dn_sim::datanode::store::StoreKind::Memory,
-                    dn_sim::Config::default().containers,
-                ),
-            };
-            let kind = if store == dn_sim::datanode::store::StoreKind::Discard {
-                "discard"
-            } else {
-                "memory"
-            };
-            let node = connection::null::NullDataNode::new(store, &containers)
-                // Not the user's input: loadgen chose the store and the containers.
-                .map_err(|e| Error::Run(format!("--target null: {e}")))?;
-            let desc = format!(
-                "{} (dn-sim's dispatcher called in loadgen's process, store {kind})",
-                connection::null::NAME
-            );
+            let (node, desc) = embedded::start_null(config)?;
             Ok((
                 None,
                 connection::Endpoint::Null(node),
@@ -299,28 +267,8 @@ fn start_target(config: &RunConfig) -> Result<Started, Error> {
             ))
         }
         Target::Embedded { threads } => {
-            let mut sim = dn_sim::Config::loopback();
-            let store = store_for(config);
-            let kind = if let Some(store) = store {
-                sim.containers =
-                    dn_sim::datanode::container_ids::ContainerIds::single(config.container_id);
-                sim.capacity = u64::MAX / 2;
-                let kind = if store == dn_sim::datanode::store::StoreKind::Discard {
-                    ", store discard"
-                } else {
-                    ", store memory"
-                };
-                sim.store = store;
-                kind
-            } else {
-                ""
-            };
-            let server = dn_sim::EmbeddedServer::start(sim, *threads)
-                .map_err(|e| Error::Run(format!("cannot start the embedded dn-sim: {e:#}")))?;
+            let (server, desc) = embedded::start(config, *threads)?;
             let addr = server.local_addr();
-            let desc = format!(
-                "{addr} (embedded dn-sim started by loadgen{kind}, {threads} runtime thread(s))"
-            );
             Ok((
                 Some(server),
                 connection::Endpoint::Uri(format!("http://{addr}"), None),

@@ -121,18 +121,12 @@ impl Base {
         }
     }
 
-    /// The embedded dn-sim's store: writes that are not read back are discarded.
-    fn embedded(&self) -> dn_sim::Config {
-        let mut config = dn_sim::Config::loopback();
-        if let Base::Write(a) = self {
-            config.containers =
-                dn_sim::datanode::container_ids::ContainerIds::single(a.common.container_id);
-            config.capacity = u64::MAX / 2;
-            if !a.then_read {
-                config.store = dn_sim::datanode::store::StoreKind::Discard;
-            }
+    /// What the embedded dn-sim must hold: a write's container, and whether it is read back.
+    fn embedded_store(&self) -> Option<(i64, bool)> {
+        match self {
+            Base::Write(a) => Some((a.common.container_id, a.then_read)),
+            Base::Echo(_) => None,
         }
-        config
     }
 }
 
@@ -306,14 +300,8 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, Error> {
             (None, t, args.admin.clone())
         }
         None => {
-            let config = dn_sim::Config {
-                metrics_listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
-                ..base.embedded()
-            };
             let threads = base.common().embedded_threads as usize;
-            let server = dn_sim::EmbeddedServer::start(config, threads).map_err(|e| {
-                Error::Run(format!("sweep: cannot start the embedded dn-sim: {e:#}"))
-            })?;
+            let server = crate::embedded::start_for_sweep(base.embedded_store(), threads)?;
             let t = server.local_addr().to_string();
             let admin = server.metrics_addr().map(|a| a.to_string());
             eprintln!(

@@ -9,7 +9,7 @@ const LAYERS: &[&[&str]] = &[
     &["merge", "sweep"],
     &["plot"],
     &["run"],
-    &["report"],
+    &["report", "embedded"],
     &["results"],
     &["engine"],
     &["config"],
