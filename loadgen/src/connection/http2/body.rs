@@ -89,3 +89,34 @@ impl Buf for RequestBody {
         out.freeze()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_body_reads_its_segments_in_order_and_slices_within_one() {
+        let data = Bytes::from(vec![7u8; 100]);
+        let mut b = RequestBody::new(
+            Bytes::from_static(b"head"),
+            data.clone(),
+            Bytes::from_static(b"tail"),
+        );
+        assert_eq!(b.len(), 108);
+        assert!(b.as_single().is_none());
+        assert_eq!(b.chunk(), b"head");
+        assert_eq!(&b.copy_to_bytes(2)[..], b"he");
+        // Across a boundary: copied.
+        assert_eq!(&b.copy_to_bytes(4)[..], b"ad\x07\x07");
+        // Within one segment: a slice of the caller's memory.
+        let mid = b.copy_to_bytes(90);
+        assert_eq!(mid.as_ptr(), data[2..].as_ptr());
+        b.advance(10);
+        assert_eq!(b.chunk(), b"il");
+        assert_eq!(b.remaining(), 2);
+        let one = RequestBody::from(Bytes::from_static(b"x"));
+        assert_eq!(one.as_single().map(|b| &b[..]), Some(&b"x"[..]));
+        assert!(RequestBody::default().is_empty());
+        assert_eq!(RequestBody::default().as_single().map(Bytes::len), Some(0));
+    }
+}

@@ -99,3 +99,57 @@ pub(super) enum HpackMode {
     /// Plain literals; `true`: the next block starts with a table size update to 0.
     Plain(bool),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hpack_integers_follow_rfc7541_examples() {
+        // C.1.1: 10 with a 5-bit prefix; C.1.2: 1337 with a 5-bit prefix.
+        let mut b = Vec::new();
+        hpack_int(&mut b, 0, 5, 10);
+        assert_eq!(b, [10]);
+        b.clear();
+        hpack_int(&mut b, 0, 5, 1337);
+        assert_eq!(b, [31, 154, 10]);
+    }
+
+    fn decode(d: &mut loona_hpack::Decoder<'static>, block: &[u8]) -> Vec<(String, String)> {
+        d.decode(block)
+            .unwrap()
+            .into_iter()
+            .map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn request_blocks_decode_to_the_grpc_headers_and_index_after_the_first() {
+        let blocks = RequestBlocks::new("dn1:9859", "/p/send", "30000m");
+        let mut d = loona_hpack::Decoder::new();
+        let headers = decode(&mut d, &blocks.first);
+        let get = |k: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get(":method"), Some("POST"));
+        assert_eq!(get(":scheme"), Some("http"));
+        assert_eq!(get(":path"), Some("/p/send"));
+        assert_eq!(get(":authority"), Some("dn1:9859"));
+        assert_eq!(get("content-type"), Some("application/grpc"));
+        assert_eq!(get("te"), Some("trailers"));
+        assert_eq!(get("grpc-timeout"), Some("30000m"));
+        assert!(get("user-agent").unwrap().starts_with("loadgen/"));
+        // Later requests name the same fields by index, in the same order, many times over.
+        assert_eq!(blocks.indexed.len(), 8);
+        for _ in 0..3 {
+            assert_eq!(decode(&mut d, &blocks.indexed), headers);
+        }
+        // Without a dynamic table: the same fields, and nothing indexed.
+        let mut fresh = loona_hpack::Decoder::new();
+        assert_eq!(decode(&mut fresh, &blocks.plain), headers);
+        assert!(fresh.decode(&blocks.indexed).is_err());
+    }
+}
