@@ -61,7 +61,7 @@ run_cell() { # BIN CELL OUT
     "$bin/loadgen" echo -n "$requests" -t "$threads" "${mode[@]}" --format json --output "$out" >/dev/null 2>&1
 }
 
-declare -A results
+declare -A results=([base,per-request]="" [head,per-request]="" [base,persistent]="" [head,persistent]="")
 for ((r = 1; r <= rounds; r++)); do
     for cell in per-request persistent; do
         # Alternate which commit goes first, round by round.
