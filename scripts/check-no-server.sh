@@ -3,7 +3,9 @@
 # tree holds no dn-sim, axum or rusqlite, and tonic is built without its server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build -p loadgen --no-default-features --locked
+# A target folder of its own: the binary built here must not replace target/debug/loadgen, which
+# the later stages run with its embedded dn-sim.
+cargo build -p loadgen --no-default-features --locked --target-dir target/no-server
 if found=$(cargo tree -p loadgen --no-default-features -e normal --locked | grep -E 'dn-sim|axum|rusqlite'); then
     echo "check-no-server: loadgen --no-default-features depends on a server crate:" >&2
     echo "$found" >&2
