@@ -7,12 +7,13 @@
 //! - `{"no_answer": "<why>"}` (the stream ended without an answer, or none came in time),
 //! - `{"undecodable": {"error": "…", "bytes": "…"}}` (a message that is not a response).
 
-use bytes::{Buf as _, BufMut as _, Bytes};
+use bytes::Bytes;
+use grpc_client::raw::RawCodec;
 use serde_json::{Value as Json, json};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder, Streaming};
+use tonic::codec::Streaming;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
@@ -22,47 +23,6 @@ pub const SEND_PATH: &str = "/hadoop.hdds.datanode.XceiverClientProtocolService/
 /// Message limit of the client, both ways: above the DataNode's 32 MiB, so that over-limit
 /// requests reach the server and its answer is what gets compared.
 pub const MAX_MESSAGE: usize = 64 << 20;
-
-/// A codec that sends and receives messages as the bytes they are.
-#[derive(Clone, Copy, Default)]
-pub struct RawCodec;
-
-pub struct RawEncoder;
-pub struct RawDecoder;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl Encoder for RawEncoder {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawDecoder {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
 
 /// `{"status": {"code": NAME, "message": …}}`
 pub fn status_answer(status: &Status) -> Json {

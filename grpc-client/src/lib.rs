@@ -1,6 +1,9 @@
 //! The client side of gRPC over TLS, shared by loadgen, `dn-sim healthcheck` and dn-sim's
 //! server TLS (the PEM loaders and [`provider`]): rustls with the ring provider, ALPN `h2`,
-//! TLS 1.2 and 1.3, and a tonic `Channel` connector. No server, no I/O beyond a client's TCP.
+//! TLS 1.2 and 1.3, a tonic `Channel` connector, and a codec of raw bytes ([`raw::RawCodec`]).
+//! No server, no I/O beyond a client's TCP.
+
+pub mod raw;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};

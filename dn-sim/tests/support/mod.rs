@@ -13,47 +13,10 @@ pub mod certs;
 #[allow(unused_imports)]
 pub use process::wait_until;
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
+use grpc_client::raw::RawCodec;
 use std::net::SocketAddr;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::Channel;
-
-/// Sends and receives messages as bytes, so that a request can lack fields prost would always
-/// encode (and no required-field check runs on either side).
-#[derive(Clone, Copy, Default)]
-pub struct RawCodec;
-pub struct RawEncoder;
-pub struct RawDecoder;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl Encoder for RawEncoder {
-    type Item = Bytes;
-    type Error = tonic::Status;
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawDecoder {
-    type Item = Bytes;
-    type Error = tonic::Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
 
 /// One raw message on a new stream to the server at `addr`: the first answer's bytes, or the
 /// status that ended the call.
