@@ -57,6 +57,7 @@ DN_SIM=${DN_SIM:-target/$PROFILE/dn-sim}
 ABUSE=target/$PROFILE/examples/abuse
 
 dn_pid=""
+ready=$(mktemp -u "${TMPDIR:-/tmp}/abuse.XXXXXX.ready")
 stop_dn_sim() {
     if [[ -n $dn_pid ]]; then
         kill "$dn_pid" 2>/dev/null || true
@@ -64,16 +65,14 @@ stop_dn_sim() {
         dn_pid=""
     fi
 }
-trap stop_dn_sim EXIT
+trap 'stop_dn_sim; rm -f "$ready"' EXIT
 
 echo "dn-sim $("$DN_SIM" --version | cut -d' ' -f2), a fresh one per attack; flags: ${dn_args[*]:-(defaults)}"
 status=0
 IFS=, read -r -a attack_list <<<"$attacks"
 for attack in "${attack_list[@]}"; do
-    port=$(free_port)
-    admin=$(free_port)
-    RUST_LOG=error "$DN_SIM" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$admin" "${dn_args[@]}" &
-    dn_pid=$!
+    start_dn_sim "$ready" env RUST_LOG=error "$DN_SIM" "${dn_args[@]}" || exit 1
+    port=$ready_port admin=${ready_admin##*:}
     wait_http "http://127.0.0.1:$admin/metrics"
     rc=0
     "$ABUSE" --target "127.0.0.1:$port" --admin "127.0.0.1:$admin" --pid "$dn_pid" \

@@ -23,11 +23,10 @@ done
 
 cargo build -q --release -p dn-sim -p loadgen
 BIN=target/release
-grpc=$(free_port)
-http=$(free_port)
-"$BIN/dn-sim" --listen "127.0.0.1:$grpc" --metrics-listen "127.0.0.1:$http" 2>/dev/null &
-sim=$!
-trap 'kill $sim 2>/dev/null || true' EXIT
+ready=$(mktemp -u /tmp/bench-handlers.XXXXXX.ready)
+trap 'kill $dn_pid 2>/dev/null || true; rm -f "$ready"' EXIT
+start_dn_sim "$ready" "$BIN/dn-sim" 2>/dev/null
+sim=$dn_pid grpc=$ready_port http=${ready_admin##*:}
 wait_http "http://127.0.0.1:$http/config"
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$sim/stat"; }

@@ -40,14 +40,9 @@ ensure_debian_packages nghttp2-client python3
 cargo build -q --release -p dn-sim -p loadgen
 BIN=target/release
 work=$(mktemp -d)
-port=$(free_port)
-"$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen none 2>/dev/null &
-sim=$!
-trap 'kill $sim 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 50); do
-    (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-done
+trap 'kill ${sim:-} ${lsim:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+start_dn_sim "$work/sim.ready" "$BIN/dn-sim" --metrics-listen none 2>/dev/null
+sim=$dn_pid port=$ready_port
 
 # The gRPC frame of one Echo: containerID 1, datanodeUuid "dn", payloadSizeResp 0, readOnly.
 python3 - "$work/req.bin" <<'PY'
@@ -152,16 +147,10 @@ print(f"CPU per request, client / dn-sim: h2load {m[1]:.1f} / {m[2]:.1f} µs; lo
 PY
 
 echo
-lport=$(free_port)
 pin_server=(); pin_client=()
 if [ "$(nproc)" -ge 2 ]; then pin_server=(taskset -c 0); pin_client=(taskset -c 1); fi
-"${pin_server[@]}" "$BIN/dn-sim" --listen "127.0.0.1:$lport" --metrics-listen none --threads 1 2>/dev/null &
-lsim=$!
-trap 'kill $sim $lsim 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 50); do
-    (echo >"/dev/tcp/127.0.0.1/$lport") 2>/dev/null && break
-    sleep 0.1
-done
+start_dn_sim "$work/lsim.ready" "${pin_server[@]}" "$BIN/dn-sim" --metrics-listen none --threads 1 2>/dev/null
+lsim=$dn_pid lport=$ready_port
 lurl="http://127.0.0.1:$lport/hadoop.hdds.datanode.XceiverClientProtocolService/send"
 
 echo "## Latency: 0-byte echo, 1 connection, 1 in flight, $latency_requests requests per run, $latency_rounds rounds"

@@ -42,12 +42,10 @@ cell() {
     local name=$1 store=$2 containers=$3 workers=$4 shape=$5
     rm -rf "$work/data"
     local port
-    port=$(free_port)
     # shellcheck disable=SC2086
-    "$DN_SIM" --listen "127.0.0.1:$port" --metrics-listen none --containers "1-$containers" \
-        --capacity 64GB ${store//DIR/$work/data} 2>"$work/dn-sim.log" &
-    dn_pid=$!
-    wait_port "$port"
+    start_dn_sim "$work/dn-sim.ready" "$DN_SIM" --metrics-listen none --containers "1-$containers" \
+        --capacity 64GB ${store//DIR/$work/data} 2>"$work/dn-sim.log"
+    port=$ready_port
     local pids=()
     for c in $(seq 1 "$containers"); do
         # shellcheck disable=SC2086

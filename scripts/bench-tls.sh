@@ -65,18 +65,14 @@ printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage
 openssl x509 -req -in "$work/server.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" \
     -CAcreateserial -days 2 -extfile "$work/ext.cnf" -out "$work/server.pem" 2>/dev/null
 
-plain_port=$(free_port)
-"$DN_SIM" --listen "127.0.0.1:$plain_port" --metrics-listen none --store discard \
-    2>"$work/plain.log" &
-plain_pid=$!
+start_dn_sim "$work/plain.ready" "$DN_SIM" --metrics-listen none --store discard \
+    2>"$work/plain.log"
+plain_pid=$dn_pid plain_port=$ready_port
 pids+=("$plain_pid")
-tls_port=$(free_port)
-"$DN_SIM" --listen "127.0.0.1:$tls_port" --metrics-listen none --store discard \
-    --tls-cert "$work/server.pem" --tls-key "$work/server.key" 2>"$work/tls.log" &
-tls_pid=$!
+start_dn_sim "$work/tls.ready" "$DN_SIM" --metrics-listen none --store discard \
+    --tls-cert "$work/server.pem" --tls-key "$work/server.key" 2>"$work/tls.log"
+tls_pid=$dn_pid tls_port=$ready_port
 pids+=("$tls_pid")
-wait_port "$plain_port"
-wait_port "$tls_port"
 
 tick=$(getconf CLK_TCK)
 proc_cpu() { awk -v t="$tick" '{printf "%.3f", ($14 + $15) / t}' "/proc/$1/stat"; }

@@ -65,22 +65,19 @@ read -r -a extra <<<"${LOADGEN_ARGS:-}"
 scratch_and_cleanup
 
 # Servers: iperf3, a dn-sim that discards, a dn-sim that keeps the read data set in memory.
+# iperf3 cannot bind port 0 and report it: the one port here that is picked, not told.
 iperf_port=$(free_port)
 iperf3 -s -B 127.0.0.1 -p "$iperf_port" >/dev/null 2>&1 &
 iperf_pid=$!
 pids+=("$iperf_pid")
-discard_port=$(free_port)
-"$DN_SIM" --listen "127.0.0.1:$discard_port" --metrics-listen none --store discard 2>"$work/discard.log" &
-discard_pid=$!
+start_dn_sim "$work/discard.ready" "$DN_SIM" --metrics-listen none --store discard 2>"$work/discard.log"
+discard_pid=$dn_pid discard_port=$ready_port
 pids+=("$discard_pid")
-memory_port=$(free_port)
-"$DN_SIM" --listen "127.0.0.1:$memory_port" --metrics-listen none --store memory \
-    --capacity "$((read_mb + 256))MB" 2>"$work/memory.log" &
-memory_pid=$!
+start_dn_sim "$work/memory.ready" "$DN_SIM" --metrics-listen none --store memory \
+    --capacity "$((read_mb + 256))MB" 2>"$work/memory.log"
+memory_pid=$dn_pid memory_port=$ready_port
 pids+=("$memory_pid")
 wait_port "$iperf_port"
-wait_port "$discard_port"
-wait_port "$memory_port"
 
 tick=$(getconf CLK_TCK)
 # CPU seconds (user + system) of a running process so far.

@@ -115,9 +115,10 @@ for target in dn-sim loadgen prometheus; do
 done
 echo "ok: built localhost/ozone-dn-lab/{dn-sim,loadgen,prometheus}:local FROM scratch ($(du -sh "$ctx" | cut -f1) of binaries and libraries)"
 
-# Up: dn-sim and Prometheus on free loopback ports. The variables below reach dn-sim through the
+# Up: dn-sim and Prometheus on loopback ports the engine picks (the *_PORT variables empty; no port
+# is guessed here), read back with `podman port`. The variables below reach dn-sim through the
 # compose file's pass-through entries; its OZONE-SITE.XML_ key makes the pool 10 per volume.
-export DN_SIM_PORT=$(free_port) DN_SIM_METRICS_PORT=$(free_port) PROMETHEUS_PORT=$(free_port)
+export DN_SIM_PORT="" DN_SIM_METRICS_PORT="" PROMETHEUS_PORT=""
 export DN_SIM_VOLUMES=3 DN_SIM_DELAY="echo=1ms;read_chunk=2ms"
 compose_ready=yes
 timeout 120 "$COMPOSE_BIN" -p "$project" -f docker-compose.yml -f deploy/local/compose.local.yml \
@@ -137,10 +138,14 @@ health=$(podman inspect --format '{{.State.Health.Status}}' "$dn_sim")
 echo "ok: dn-sim is healthy (its healthcheck ran 'dn-sim healthcheck' inside the shell-less image)"
 
 # Published on loopback only, and reachable there.
-for port in 9859 9882; do
-    bound=$(podman port "$dn_sim" "$port/tcp")
-    case "$bound" in 127.0.0.1:*) ;; *) fail "dn-sim's port $port is published on '$bound', not 127.0.0.1" ;; esac
-done
+published() { # CONTAINER PORT → the host port it is published on, 127.0.0.1 only
+    local bound
+    bound=$(podman port "$1" "$2/tcp")
+    case "$bound" in 127.0.0.1:*) echo "${bound##*:}" ;; *) fail "port $2 is published on '$bound', not 127.0.0.1" ;; esac
+}
+DN_SIM_PORT=$(published "$dn_sim" 9859)
+DN_SIM_METRICS_PORT=$(published "$dn_sim" 9882)
+PROMETHEUS_PORT=$(published "$(compose ps -q prometheus)" 9090)
 "$BIN/dn-sim" healthcheck --addr "127.0.0.1:$DN_SIM_PORT" >/dev/null || fail "dn-sim's gRPC port is not reachable from the host"
 config=$(curl -fsS "http://127.0.0.1:$DN_SIM_METRICS_PORT/config") || fail "GET /config on the published metrics port"
 python3 - "$config" <<'EOF' || fail "dn-sim's settings from the environment: $config"

@@ -42,6 +42,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+. scripts/lib.sh
 . scripts/lib/exp.sh
 exp_parse_args "$@"
 
@@ -73,13 +74,11 @@ export LIMIT_MB LIMIT_BURST LOAD DROP PROCS THREADS CLIENTS PAYLOAD_KB RETRY PER
 exp_build
 exp_prepare_output
 
-port=$(exp_free_port)
-admin=$(exp_free_port)
-"$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$admin" --store discard \
-    --limit-ingress "${LIMIT_MB}MB/s" --limit-burst "$LIMIT_BURST" 2>"$OUT/dn-sim.log" &
-DN=$!
-trap 'kill $DN 2>/dev/null || true' EXIT
-exp_wait_port "$admin"
+DN=""
+trap 'kill $DN 2>/dev/null || true; rm -f "$OUT/dn-sim.ready"' EXIT
+start_dn_sim "$OUT/dn-sim.ready" "$BIN/dn-sim" --store discard \
+    --limit-ingress "${LIMIT_MB}MB/s" --limit-burst "$LIMIT_BURST" 2>"$OUT/dn-sim.log"
+DN=$dn_pid port=$ready_port admin=${ready_admin##*:}
 
 # PUT /config {"limit_ingress": BYTES_PER_S} on dn-sim's HTTP port.
 set_limit() {

@@ -112,18 +112,9 @@ start_real() {
 }
 
 start_sim() {
-    local port
-    port="$(free_port)"
-    sim_addr="127.0.0.1:$port"
-    "$dn_sim" --listen "$sim_addr" --metrics-listen none "$@" >"$work/sim.log" 2>&1 &
-    sim_pid=$!
-    local _
-    for _ in $(seq 1 100); do
-        "$dn_sim" healthcheck --addr "$sim_addr" --timeout 1s >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    cat "$work/sim.log" >&2
-    exit 1
+    start_dn_sim "$work/sim.ready" "$dn_sim" --metrics-listen none "$@" >"$work/sim.log" 2>&1 ||
+        { cat "$work/sim.log" >&2; exit 1; }
+    sim_pid=$dn_pid sim_addr=$ready_client
 }
 
 per_volume=hdds.datanode.read.chunk.threads.per.volume

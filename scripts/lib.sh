@@ -1,6 +1,7 @@
 # Helpers shared by the scripts in this folder. Source it; it changes nothing by itself.
 
-# A free TCP port on 127.0.0.1.
+# A free TCP port on 127.0.0.1, for a peer that cannot bind port 0 and say which port it got
+# (iperf3, Prometheus). dn-sim and loadgen never need it: see start_dn_sim.
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
@@ -158,6 +159,25 @@ harness_setup() {
     rm -f "$log"
     echo "$name: interop/ozone/setup.sh failed for Ozone $version with Maven Central in reach (above): a broken harness, not a skip" >&2
     return 1
+}
+
+# start_dn_sim READY_FILE CMD...: starts CMD (a dn-sim, perhaps behind taskset or env, with its
+# flags) in the background on port 0, `--listen 127.0.0.1:0` and, unless CMD names one,
+# `--metrics-listen 127.0.0.1:0`, then waits for the ports it writes to READY_FILE: no port is
+# guessed. Sets dn_pid, ready_client, ready_admin (as wait_ready_file) and ready_port (the client
+# port alone). Redirect the call to redirect dn-sim's output. Returns 1 when dn-sim exits first.
+start_dn_sim() {
+    local file=$1 arg
+    shift
+    local metrics=(--metrics-listen 127.0.0.1:0)
+    for arg in "$@"; do
+        [[ $arg == --metrics-listen || $arg == --metrics-listen=* ]] && metrics=()
+    done
+    rm -f "$file"
+    "$@" --listen 127.0.0.1:0 "${metrics[@]}" --ready-file "$file" &
+    dn_pid=$!
+    wait_ready_file "$file" "$dn_pid" || return 1
+    ready_port=${ready_client##*:}
 }
 
 # wait_ready_file FILE PID: waits (10 s at most) for the `--ready-file FILE` of the dn-sim with

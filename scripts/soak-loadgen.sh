@@ -23,15 +23,10 @@ ensure_debian_packages python3
 cargo build -q --release -p dn-sim -p loadgen
 BIN=target/release
 work=$(mktemp -d)
-port=$(free_port)
-"$BIN/dn-sim" --listen "127.0.0.1:$port" --metrics-listen none 2>/dev/null &
-sim=$!
-lg=""
+sim="" lg=""
 trap 'kill $sim 2>/dev/null || true; [ -n "$lg" ] && kill $lg 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 50); do
-    (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-done
+start_dn_sim "$work/dn-sim.ready" "$BIN/dn-sim" --metrics-listen none 2>/dev/null
+sim=$dn_pid port=$ready_port
 
 "$BIN/loadgen" echo --target "127.0.0.1:$port" --clients 4 -t 128 --duration "$duration" \
     --format json --output "$work/result.json" --histogram-log "$work/latency.hlog" \

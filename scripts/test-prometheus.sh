@@ -20,10 +20,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# dn-sim on port 0, its addresses from its ready file. Prometheus cannot say which port it bound:
-# its port is still picked free (bind 0, release) here.
-prom_port=$(free_port)
-
+# Everything on port 0: dn-sim's addresses from its ready file, Prometheus's from its log line
+# `msg="Listening on" address=127.0.0.1:PORT` (the address it bound, not the flag's).
 "$BIN/dn-sim" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --ready-file "$work/dn-sim.ready" \
     >"$work/dn-sim.log" 2>&1 &
 pids+=($!)
@@ -37,8 +35,16 @@ sed -e "s/dn-sim:9882/127.0.0.1:$http_port/" -e "s/scrape_interval: 5s/scrape_in
     deploy/prometheus/prometheus.yml >"$work/prometheus.yml"
 promtool check config "$work/prometheus.yml" >/dev/null
 prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-    --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
+    --web.listen-address=127.0.0.1:0 >"$work/prometheus.log" 2>&1 &
 pids+=($!)
+prom_port=""
+deadline=$((SECONDS + 30))
+until prom_port=$(sed -nE 's/.*msg="Listening on" address=127\.0\.0\.1:([0-9]+).*/\1/p' "$work/prometheus.log") &&
+    [ -n "$prom_port" ]; do
+    kill -0 "${pids[-1]}" 2>/dev/null || { echo "FAIL: Prometheus exited"; cat "$work/prometheus.log"; exit 1; }
+    [ $SECONDS -ge $deadline ] && { echo "FAIL: Prometheus said no address"; cat "$work/prometheus.log"; exit 1; }
+    sleep 0.2
+done
 wait_http "http://127.0.0.1:$prom_port/-/ready" 30
 
 query() {

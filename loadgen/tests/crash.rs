@@ -19,7 +19,7 @@ use common::proto::{
     Result as OzoneResult, Type,
 };
 use std::io::BufRead;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -38,7 +38,8 @@ fn become_dn_sim_if_child() {
         Ok(dn_sim::cli::Command::Serve(args)) => match args.config() {
             Ok(config) => {
                 let runtime = tokio::runtime::Runtime::new().unwrap();
-                match runtime.block_on(dn_sim::run_until_signal(config, None)) {
+                let ready = args.ready_file.as_deref();
+                match runtime.block_on(dn_sim::run_until_signal(config, ready)) {
                     Ok(()) => 0,
                     Err(e) => {
                         eprintln!("dn-sim: {e:#}");
@@ -60,43 +61,44 @@ fn become_dn_sim_if_child() {
     std::process::exit(code);
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A dn-sim child process on a fixed loopback port; SIGKILLed when dropped.
+/// A dn-sim child process on a loopback port; SIGKILLed when dropped. Its first start binds
+/// port 0 and writes the port it got to a ready file; a restart listens on that port again, as
+/// a DataNode restarts on its configured port.
 struct DnSim {
     child: Option<Child>,
     test: &'static str,
     args: Vec<String>,
+    /// `127.0.0.1:0` until the first start has reported its port.
     addr: SocketAddr,
+    ready_file: PathBuf,
 }
 
 impl DnSim {
     /// Starts dn-sim with `args` (plus `--listen`, no HTTP listener) from the test `test` (the
     /// name of the calling test: the child runs it, and it turns into dn-sim).
     fn spawn(test: &'static str, args: &[&str]) -> Self {
-        let addr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let ready_file =
+            std::env::temp_dir().join(format!("loadgen-crash-{}-{test}.ready", std::process::id()));
         let mut dn = Self {
             child: None,
             test,
             args: args.iter().map(|a| a.to_string()).collect(),
-            addr,
+            addr: "127.0.0.1:0".parse().unwrap(),
+            ready_file,
         };
         dn.start();
         dn
     }
 
     fn start(&mut self) {
+        let _ = std::fs::remove_file(&self.ready_file);
         let mut args = vec![
             "--listen".to_string(),
             self.addr.to_string(),
             "--metrics-listen".to_string(),
             "none".to_string(),
+            "--ready-file".to_string(),
+            arg(&self.ready_file),
         ];
         args.extend(self.args.iter().cloned());
         let mut cmd = Command::new(std::env::current_exe().unwrap());
@@ -114,13 +116,22 @@ impl DnSim {
             .stderr(Stdio::inherit());
         self.child = Some(cmd.spawn().expect("starting the dn-sim child"));
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_err() {
+        let ready = loop {
+            if let Ok(text) = std::fs::read_to_string(&self.ready_file) {
+                break text;
+            }
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("dn-sim {:?} exited before serving: {status}", self.args);
             }
-            assert!(Instant::now() < deadline, "dn-sim never listened");
+            assert!(Instant::now() < deadline, "dn-sim wrote no ready file");
             std::thread::sleep(Duration::from_millis(20));
-        }
+        };
+        self.addr = ready
+            .lines()
+            .find_map(|l| l.strip_prefix("client "))
+            .expect("a client line")
+            .parse()
+            .expect("a socket address");
     }
 
     fn target(&self) -> String {
@@ -153,6 +164,7 @@ impl DnSim {
 impl Drop for DnSim {
     fn drop(&mut self) {
         self.kill();
+        let _ = std::fs::remove_file(&self.ready_file);
     }
 }
 

@@ -296,30 +296,23 @@ fn json_results_merge_exactly() {
 fn live_metrics_and_the_histogram_log_follow_the_run() {
     let dir = temp_dir("live");
     let hlog = dir.join("latency.hlog");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let runner = {
-        let (addr, hlog) = (addr.clone(), hlog.clone());
-        std::thread::spawn(move || {
-            run(&[
-                "echo",
-                "--duration",
-                "3s",
-                "-t",
-                "2",
-                "--report-interval",
-                "500ms",
-                "--metrics-listen",
-                &addr,
-                "--histogram-log",
-                hlog.to_str().unwrap(),
-            ])
-        })
-    };
+    let report = dir.join("report.json");
+    let mut live = support::LiveRun::start(&[
+        "echo",
+        "--duration",
+        "3s",
+        "-t",
+        "2",
+        "--report-interval",
+        "500ms",
+        "--histogram-log",
+        hlog.to_str().unwrap(),
+        "--format",
+        "json",
+        "--output",
+        report.to_str().unwrap(),
+    ]);
+    let addr = live.metrics;
     // Scraped mid-run, once it has counted a success: polled until a deadline, not slept for.
     let scrape_once = || -> Option<String> {
         use std::io::{Read, Write};
@@ -341,12 +334,13 @@ fn live_metrics_and_the_histogram_log_follow_the_run() {
             break text;
         }
         assert!(
-            Instant::now() < deadline && !runner.is_finished(),
+            Instant::now() < deadline && !live.is_finished(),
             "no live success count while the run lasted"
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    let s = runner.join().unwrap();
+    live.finish();
+    let r = loadgen::merge::merge_files(std::slice::from_ref(&report)).expect("its own report");
     assert!(scrape.starts_with("HTTP/1.1 200 OK"), "{scrape}");
     let line = scrape
         .lines()
@@ -354,9 +348,9 @@ fn live_metrics_and_the_histogram_log_follow_the_run() {
         .expect("success counter");
     let live: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(
-        live > 0 && live < s.successes(),
+        live > 0 && live < r.successes(),
         "{live} of {}",
-        s.successes()
+        r.successes()
     );
     assert!(scrape.contains("loadgen_request_latency_seconds_bucket{le=\"+Inf\"}"));
 
@@ -381,7 +375,7 @@ fn live_metrics_and_the_histogram_log_follow_the_run() {
             intervals += 1;
         }
     }
-    assert_eq!(logged, s.successes());
+    assert_eq!(logged, r.successes());
     assert!(intervals >= 5, "{intervals}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

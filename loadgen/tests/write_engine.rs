@@ -290,40 +290,28 @@ fn csv_fields(line: &str) -> Vec<String> {
 fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
     let hlog = temp("write.hlog");
     let csv = temp("write.csv");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let runner = {
-        let (addr, hlog, csv) = (addr.clone(), hlog.clone(), csv.clone());
-        std::thread::spawn(move || {
-            run(&[
-                "write",
-                "--rate-schedule",
-                "ramp:from=10,to=40,over=3s",
-                "-t",
-                "2",
-                "--write-size",
-                "64KB",
-                "--chunk-size",
-                "64KB",
-                "--checksum",
-                "CRC32C",
-                "--report-interval",
-                "500ms",
-                "--metrics-listen",
-                &addr,
-                "--histogram-log",
-                hlog.to_str().unwrap(),
-                "--format",
-                "csv",
-                "--output",
-                csv.to_str().unwrap(),
-            ])
-        })
-    };
+    let mut run = support::LiveRun::start(&[
+        "write",
+        "--rate-schedule",
+        "ramp:from=10,to=40,over=3s",
+        "-t",
+        "2",
+        "--write-size",
+        "64KB",
+        "--chunk-size",
+        "64KB",
+        "--checksum",
+        "CRC32C",
+        "--report-interval",
+        "500ms",
+        "--histogram-log",
+        hlog.to_str().unwrap(),
+        "--format",
+        "csv",
+        "--output",
+        csv.to_str().unwrap(),
+    ]);
+    let addr = run.metrics;
     // Scraped while the run goes on, until the first closed intervals show successes.
     let scrape = || -> Option<(u64, u64)> {
         use std::io::{Read, Write};
@@ -344,27 +332,28 @@ fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
     };
     let (mut live, mut live_chunks) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while live == 0 && !runner.is_finished() && Instant::now() < deadline {
+    while live == 0 && !run.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
         (live, live_chunks) = scrape().unwrap_or((0, 0));
     }
-    let s = runner.join().unwrap();
-    assert_eq!(s.failures(), 0, "{}", s.text);
+    run.finish();
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let names = csv_fields(lines[0]);
+    let values = csv_fields(lines[1]);
+    assert_eq!(names.len(), values.len(), "{text}");
+    let get = |n: &str| values[names.iter().position(|x| x == n).expect(n)].as_str();
+    assert_eq!(get("failures"), "0", "{text}");
+    assert_eq!(get("load"), "open");
     // The ramp's own length: 3 s from 10 to 40 writes/s, 75 writes.
-    let d = &s.results.description;
-    assert_eq!(d.load, "open");
+    let writes: u64 = get("writes").parse().unwrap();
+    assert!((60..=80).contains(&writes), "{writes} writes");
+    assert!(live > 0 && live < writes, "{live} of {writes}");
+    // Per RPC kind too: one WriteChunk per 64 KB write (64 KB chunks).
     assert!(
-        d.rate_plan.as_deref().unwrap().starts_with("ramp:"),
-        "{d:?}"
-    );
-    let w = s.results.write.as_ref().unwrap();
-    assert!((60..=80).contains(&w.writes), "{} writes", w.writes);
-    assert!(live > 0 && live < w.writes, "{live} of {}", w.writes);
-    // Per RPC kind too: a WriteChunk per 64 KB write.
-    let chunks = s.results.ops["WriteChunk"].latency.count();
-    assert!(
-        live_chunks > 0 && live_chunks < chunks,
-        "{live_chunks} of {chunks}"
+        live_chunks > 0 && live_chunks < writes,
+        "{live_chunks} of {writes}"
     );
 
     // The log's untagged histograms hold every application write once.
@@ -386,22 +375,13 @@ fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
             logged += hist.len();
         }
     }
-    assert_eq!(logged, w.writes);
-
-    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(logged, writes);
     std::fs::remove_file(&csv).unwrap();
     std::fs::remove_file(&hlog).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
-    let names = csv_fields(lines[0]);
-    let values = csv_fields(lines[1]);
-    assert_eq!(names.len(), values.len(), "{text}");
-    let get = |n: &str| values[names.iter().position(|x| x == n).expect(n)].as_str();
     assert!(get("rate_plan").starts_with("ramp:from=10,"), "{text}");
     assert_eq!(get("workload"), "write");
     assert_eq!(get("write_size_bytes"), "65536");
     assert_eq!(get("checksum"), "CRC32C");
-    assert_eq!(get("writes"), w.writes.to_string());
     assert!(!get("write_chunk_p99_ms").is_empty());
 }
 

@@ -39,16 +39,3 @@ exp_prepare_output() {
     rm -f "$OUT"/*.json "$OUT"/*.wall "$OUT"/*.log
 }
 
-# A free TCP port on 127.0.0.1.
-exp_free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# Waits up to 5 s for 127.0.0.1:$1 to accept connections.
-exp_wait_port() {
-    for _ in $(seq 50); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    return 1
-}

@@ -122,3 +122,69 @@ pub fn sigint_after_first_progress(args: &[&str], wait: std::time::Duration) -> 
         stopping: started.elapsed(),
     }
 }
+
+/// A loadgen binary run with live metrics on port 0: the address it bound is read from its
+/// stderr line `loadgen: metrics on http://ADDR/metrics`, never guessed beforehand.
+pub struct LiveRun {
+    child: std::process::Child,
+    stderr: std::sync::mpsc::Receiver<String>,
+    /// Where its Prometheus endpoint listens.
+    pub metrics: std::net::SocketAddr,
+}
+
+impl LiveRun {
+    /// Starts `loadgen ARGS --metrics-listen 127.0.0.1:0` and waits (10 s at most) for the
+    /// metrics address.
+    pub fn start(args: &[&str]) -> LiveRun {
+        use std::io::BufRead as _;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+            .args(args)
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting loadgen");
+        let (tx, stderr) = std::sync::mpsc::channel();
+        let pipe = std::io::BufReader::new(child.stderr.take().unwrap());
+        // Drained to the end so that loadgen never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in pipe.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut seen = String::new();
+        let metrics = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = stderr
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("loadgen {args:?} named no metrics address: {seen}"));
+            if let Some(addr) = line
+                .strip_prefix("loadgen: metrics on http://")
+                .and_then(|rest| rest.strip_suffix("/metrics"))
+            {
+                break addr.parse().expect("a socket address");
+            }
+            seen.push_str(&line);
+            seen.push('\n');
+        };
+        LiveRun {
+            child,
+            stderr,
+            metrics,
+        }
+    }
+
+    /// Whether loadgen has exited.
+    pub fn is_finished(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
+    /// Waits for the exit and asserts it succeeded.
+    pub fn finish(mut self) {
+        let status = self.child.wait().unwrap();
+        let stderr: Vec<String> = self.stderr.try_iter().collect();
+        assert!(status.success(), "loadgen: {status}: {}", stderr.join("\n"));
+    }
+}
