@@ -3,7 +3,9 @@
 //! - the prost message types and tonic client/server stubs (`hadoop.hdds.datanode.rs`), wired to
 //!   `crate::codec::OzoneCodec`, which enforces proto2 `required` fields as Ozone's Java parser does;
 //! - `wire_spec.rs`, a table of every message's required fields and nested message fields, read from
-//!   the descriptor so that it can never drift from the `.proto`.
+//!   the descriptor so that it can never drift from the `.proto`;
+//! - from `proto/ratis/`, Ratis's client protocol (`ratis.common.rs`, `ratis.grpc.rs`): proto3
+//!   messages and the `RaftClientProtocolService` stubs, with prost's standard codec.
 
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FileDescriptorSet};
@@ -12,10 +14,15 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 const PROTO: &str = "../proto/DatanodeClientProtocol.proto";
+/// Ratis's client protocol (`proto/ratis/`), proto3, with prost's own codec.
+const RATIS_PROTOS: [&str; 2] = ["../proto/ratis/Raft.proto", "../proto/ratis/Grpc.proto"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={PROTO}");
     println!("cargo:rerun-if-changed=build.rs");
+    for proto in RATIS_PROTOS {
+        println!("cargo:rerun-if-changed={proto}");
+    }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
 
     let mut compiler = protox::Compiler::new(["../proto"])?;
@@ -29,6 +36,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_transport(false)
         .codec_path("crate::codec::OzoneCodec")
         .compile_fds(fds)?;
+
+    let mut ratis = protox::Compiler::new(["../proto/ratis"])?;
+    ratis.include_imports(true);
+    ratis.open_files(["Raft.proto", "Grpc.proto"])?;
+    tonic_prost_build::configure()
+        .bytes(".")
+        .build_transport(false)
+        .compile_fds(ratis.file_descriptor_set())?;
     Ok(())
 }
 

@@ -10,6 +10,7 @@ pub mod grpc;
 pub mod http2;
 pub mod proto;
 pub mod rates;
+pub mod ratis;
 pub mod stats;
 pub mod token_bucket;
 pub mod units;

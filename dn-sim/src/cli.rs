@@ -155,8 +155,24 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_METRICS_LISTEN", default_value = "127.0.0.1:9882", value_parser = parse_optional_addr)]
     pub metrics_listen: OptionalAddr,
 
-    /// Once both listeners are bound, write their addresses to PATH (`client 127.0.0.1:PORT`,
-    /// then `admin 127.0.0.1:PORT` when --metrics-listen is not `none`), written to PATH.tmp and
+    /// Ratis client port (the DataNode's hdds.container.ratis.ipc.port), or `none`.
+    #[arg(long, env = "DN_SIM_RATIS_LISTEN", default_value = "0.0.0.0:9858", value_parser = parse_optional_addr)]
+    pub ratis_listen: OptionalAddr,
+
+    /// A pipeline (Raft group) the Ratis port hosts, one node each: its UUID, as SCM names
+    /// pipelines. Repeatable.
+    #[arg(
+        long = "pipeline-id",
+        env = "DN_SIM_PIPELINE_ID",
+        value_name = "UUID",
+        value_delimiter = ';',
+        default_value = "00000000-0000-4000-8000-000000009858"
+    )]
+    pub pipeline_ids: Vec<uuid::Uuid>,
+
+    /// Once the listeners are bound, write their addresses to PATH (`client 127.0.0.1:PORT`,
+    /// then `admin 127.0.0.1:PORT` when --metrics-listen is not `none`, then `ratis
+    /// 127.0.0.1:PORT` when --ratis-listen is not `none`), written to PATH.tmp and
     /// renamed, so a reader sees all of it or nothing: with `--listen 127.0.0.1:0` a script
     /// learns the port the kernel chose instead of guessing a free one.
     #[arg(long, env = "DN_SIM_READY_FILE", value_name = "PATH")]
@@ -462,6 +478,8 @@ impl Args {
             disk_bandwidth: self.disk_bandwidth,
             disk_latency: self.disk_latency.clone(),
             metrics_listen: self.metrics_listen.0,
+            ratis_listen: self.ratis_listen.0,
+            pipelines: self.pipeline_ids.clone(),
             limit_rates: LimitRates {
                 ingress: self.limit_ingress,
                 egress: self.limit_egress,

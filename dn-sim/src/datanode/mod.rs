@@ -3,8 +3,9 @@
 //! function per command type, Echo included), [`envelope`] (response envelopes), [`payload`]
 //! (response payloads), [`store`] (containers, blocks and their bytes), [`container_ids`] (the
 //! `--containers` list), [`metrics`] (`ContainerMetrics` and `HddsDispatcher`'s metrics with a
-//! real DataNode's names), [`version`] (the release whose behaviour is modelled) and [`timer`]
-//! (the handler's clock).
+//! real DataNode's names), [`version`] (the release whose behaviour is modelled), [`timer`]
+//! (the handler's clock) and [`state_machine`] (ContainerStateMachine: what a Raft group of the
+//! Ratis port does with a container command, its log indices, watches and retry cache).
 //!
 //! Nothing here uses [`crate::sim`] or [`crate::net`]: the model of the DataNode is the same
 //! whichever front end (the gRPC port, a Ratis port, an in-process null target) feeds it.
@@ -15,6 +16,7 @@ pub mod envelope;
 pub mod keyvalue;
 pub mod metrics;
 pub mod payload;
+pub mod state_machine;
 pub mod store;
 pub mod timer;
 pub mod version;

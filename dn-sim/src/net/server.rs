@@ -73,7 +73,16 @@ pub struct Config {
     pub max_inflight_bytes: u64,
     /// Bound of the store's metadata (`store::bounds`); `None`: `capacity`, at least 64 MiB.
     pub metadata_capacity: Option<u64>,
+    /// Address of the Ratis client port (the DataNode's 9858); `None` = none.
+    pub ratis_listen: Option<SocketAddr>,
+    /// The Raft groups (pipelines) this DataNode hosts on its Ratis port, one node each.
+    pub pipelines: Vec<uuid::Uuid>,
 }
+
+/// The pipeline (Raft group) dn-sim hosts unless `--pipeline-id` says otherwise: fixed, so that
+/// a client configured once keeps working across restarts.
+pub const DEFAULT_PIPELINE_ID: uuid::Uuid =
+    uuid::Uuid::from_u128(0x00000000_0000_4000_8000_00000000_9858);
 
 /// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
 /// is the same DataNode (a real one keeps its UUID in `datanode.id`).
@@ -104,6 +113,11 @@ impl Default for Config {
             tls: None,
             max_inflight_bytes: crate::net::inflight_budget::DEFAULT_MAX_INFLIGHT_BYTES,
             metadata_capacity: None,
+            ratis_listen: Some(SocketAddr::from((
+                [0, 0, 0, 0],
+                common::ratis::DEFAULT_RATIS_PORT,
+            ))),
+            pipelines: vec![DEFAULT_PIPELINE_ID],
         }
     }
 }
@@ -132,6 +146,7 @@ impl Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             metrics_listen: None,
+            ratis_listen: None,
             ..Self::default()
         }
     }
@@ -171,6 +186,7 @@ pub fn tune_allocator() {
 pub struct RunningServer {
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
+    ratis_addr: Option<SocketAddr>,
     admission: Arc<Admission>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
@@ -277,6 +293,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         let budget = Arc::clone(&budget);
         admission.metrics.on_scrape(move || budget.refresh());
     }
+    let ratis_addr = match config.ratis_listen {
+        Some(addr) => Some(start_ratis(&config, addr, &admission, &mut background).await?),
+        None => None,
+    };
     let (tx, rx) = oneshot::channel::<()>();
     let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)
         .layer(ResetLayer)
@@ -289,6 +309,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     Ok(RunningServer {
         local_addr,
         metrics_addr,
+        ratis_addr,
         admission,
         shutdown: Some(tx),
         task,
@@ -297,9 +318,56 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
     })
 }
 
+/// Binds the Ratis client port and serves it (plain text, the DataNode's HTTP/2 limits) until
+/// the process ends: a task of `background`.
+async fn start_ratis(
+    config: &Config,
+    addr: SocketAddr,
+    admission: &Arc<Admission>,
+    background: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> anyhow::Result<SocketAddr> {
+    use crate::datanode::state_machine::ContainerStateMachine;
+    use common::ratis::proto::grpc::raft_client_protocol_service_server::RaftClientProtocolServiceServer;
+    let incoming = crate::net::connection::bind(addr, config.connections.so_backlog)
+        .map(TcpIncoming::from)
+        .with_context(|| format!("cannot listen on {addr} (--ratis-listen)"))?
+        .with_nodelay(Some(true));
+    let bound = incoming.local_addr()?;
+    let groups = config
+        .pipelines
+        .iter()
+        .map(|&group| {
+            let sm = ContainerStateMachine::new(group, &config.datanode_uuid, bound.to_string());
+            (group, Arc::new(sm))
+        })
+        .collect();
+    let service =
+        RaftClientProtocolServiceServer::new(crate::net::ratis_service::RatisService::new(
+            Arc::clone(admission),
+            groups,
+            RngFactory::new(config.seed).fork("ratis"),
+            config.datanode_uuid.clone(),
+        ))
+        .max_decoding_message_size(common::ratis::MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(common::ratis::MAX_MESSAGE_SIZE);
+    let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)
+        .add_service(service);
+    background.push(tokio::spawn(async move {
+        if let Err(e) = router.serve_with_incoming(incoming).await {
+            tracing::error!("Ratis listener failed: {e}");
+        }
+    }));
+    Ok(bound)
+}
+
 impl RunningServer {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where the Ratis client port listens, if anywhere.
+    pub fn ratis_addr(&self) -> Option<SocketAddr> {
+        self.ratis_addr
     }
 
     /// Where `/prom`, `/metrics` and `/config` are served, if anywhere.
@@ -406,6 +474,7 @@ impl AsyncWrite for CountedConnection {
 pub struct EmbeddedServer {
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
+    ratis_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -420,6 +489,7 @@ impl EmbeddedServer {
         let server = runtime.block_on(start(config))?;
         let local_addr = server.local_addr();
         let metrics_addr = server.metrics_addr();
+        let ratis_addr = server.ratis_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("dn-sim-main".into())
@@ -432,6 +502,7 @@ impl EmbeddedServer {
         Ok(Self {
             local_addr,
             metrics_addr,
+            ratis_addr,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -444,6 +515,11 @@ impl EmbeddedServer {
     /// Where `/prom`, `/metrics` and `/config` are served (`Config::metrics_listen`), if anywhere.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_addr
+    }
+
+    /// Where the Ratis client port listens (`Config::ratis_listen`), if anywhere.
+    pub fn ratis_addr(&self) -> Option<SocketAddr> {
+        self.ratis_addr
     }
 }
 
@@ -487,6 +563,9 @@ fn write_ready_file(server: &RunningServer, path: &Path) -> std::io::Result<()> 
     let mut text = format!("client {}\n", server.local_addr());
     if let Some(admin) = server.metrics_addr() {
         text.push_str(&format!("admin {admin}\n"));
+    }
+    if let Some(ratis) = server.ratis_addr() {
+        text.push_str(&format!("ratis {ratis}\n"));
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");

@@ -1,0 +1,370 @@
+//! The DataNode's Ratis client port (`hdds.container.ratis.ipc.port`, 9858):
+//! `RaftClientProtocolService.ordered` and `.unordered` as Ratis 3.2.1's `GrpcClientProtocolService`
+//! serves them, with each Raft group's [`ContainerStateMachine`] deciding what a container command
+//! gets, and the same [`Admission`] (pool, delays, faults, DataNode, metrics) as the gRPC port
+//! doing the work.
+//!
+//! - `ordered`: requests are started in arrival order (the client's sliding window sends them
+//!   in `seqNum` order) and run concurrently; replies leave in the same order. The first
+//!   request fixes the stream's group: a request of another group ends the stream.
+//! - `unordered`: replies leave as each request completes (watches, blocking calls).
+//! - A failure Ratis raises instead of replying (an unknown group, a message that is not a
+//!   container command) ends the stream with INTERNAL and the exception's Java class in the
+//!   `exception-type` trailer, from which the Ratis client rebuilds the exception (`GrpcUtil`).
+//! - A stream holds at most [`MAX_PENDING`] requests in progress; beyond that it reads no more
+//!   until replies leave, so one client costs bounded memory.
+
+use crate::datanode::state_machine::{ContainerStateMachine, Lookup, StateMachineError};
+use crate::sim::admission::{Admission, Outcome};
+use crate::sim::rng::RngFactory;
+use common::ratis::proto::common::raft_client_reply_proto::ExceptionDetails;
+use common::ratis::proto::common::raft_client_request_proto::Type as RequestType;
+use common::ratis::proto::common::{
+    ClientMessageEntryProto, RaftClientReplyProto, RaftClientRequestProto, RaftRpcRequestProto,
+    StateMachineExceptionProto,
+};
+use common::ratis::proto::grpc::raft_client_protocol_service_server::RaftClientProtocolService;
+use futures_util::StreamExt as _;
+use futures_util::stream::{FuturesOrdered, FuturesUnordered};
+use prost::Message as _;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Requests one stream may have in progress before it stops reading (Ratis bounds its pending
+/// requests per server by `raft.server.write.element-limit`, 4096).
+pub const MAX_PENDING: usize = 1024;
+
+/// The Raft groups this DataNode hosts, by group id.
+pub type Groups = HashMap<uuid::Uuid, Arc<ContainerStateMachine>>;
+
+pub struct RatisService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    admission: Arc<Admission>,
+    groups: Groups,
+    rngs: RngFactory,
+    /// The DataNode's id as Ratis names it in errors.
+    peer: String,
+}
+
+impl RatisService {
+    pub fn new(admission: Arc<Admission>, groups: Groups, rngs: RngFactory, peer: String) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                admission,
+                groups,
+                rngs,
+                peer,
+            }),
+        }
+    }
+}
+
+type ReplyStream = ReceiverStream<Result<RaftClientReplyProto, Status>>;
+type ReplyFuture = Pin<Box<dyn Future<Output = Result<RaftClientReplyProto, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl RaftClientProtocolService for RatisService {
+    type orderedStream = ReplyStream;
+    type unorderedStream = ReplyStream;
+
+    async fn ordered(
+        &self,
+        request: Request<Streaming<RaftClientRequestProto>>,
+    ) -> Result<Response<ReplyStream>, Status> {
+        Ok(Response::new(serve_stream(
+            Arc::clone(&self.inner),
+            request.into_inner(),
+            Pending::Ordered(FuturesOrdered::new()),
+        )))
+    }
+
+    async fn unordered(
+        &self,
+        request: Request<Streaming<RaftClientRequestProto>>,
+    ) -> Result<Response<ReplyStream>, Status> {
+        Ok(Response::new(serve_stream(
+            Arc::clone(&self.inner),
+            request.into_inner(),
+            Pending::Unordered(FuturesUnordered::new()),
+        )))
+    }
+}
+
+/// Requests in progress on one stream, replied in arrival order or as they complete.
+enum Pending {
+    Ordered(FuturesOrdered<ReplyFuture>),
+    Unordered(FuturesUnordered<ReplyFuture>),
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        match self {
+            Pending::Ordered(f) => f.len(),
+            Pending::Unordered(f) => f.len(),
+        }
+    }
+
+    fn push(&mut self, f: ReplyFuture) {
+        match self {
+            Pending::Ordered(q) => q.push_back(f),
+            Pending::Unordered(q) => q.push(f),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Result<RaftClientReplyProto, Status>> {
+        match self {
+            Pending::Ordered(f) => f.next().await,
+            Pending::Unordered(f) => f.next().await,
+        }
+    }
+}
+
+fn serve_stream(
+    inner: Arc<Inner>,
+    mut inbound: Streaming<RaftClientRequestProto>,
+    mut pending: Pending,
+) -> ReplyStream {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        let mut stream_group: Option<Vec<u8>> = None;
+        let mut reading = true;
+        loop {
+            tokio::select! {
+                biased;
+                Some(reply) = pending.next(), if pending.len() > 0 => {
+                    let failed = reply.is_err();
+                    if tx.send(reply).await.is_err() || failed {
+                        return;
+                    }
+                }
+                next = inbound.message(), if reading && pending.len() < MAX_PENDING => match next {
+                    Ok(Some(request)) => {
+                        let group = request
+                            .rpc_request
+                            .as_ref()
+                            .and_then(|r| r.raft_group_id.as_ref())
+                            .map(|g| g.id.to_vec())
+                            .unwrap_or_default();
+                        let first = stream_group.get_or_insert_with(|| group.clone());
+                        if *first != group {
+                            let _ = tx
+                                .send(Err(group_mismatch(&inner.peer, &group, Some(first))))
+                                .await;
+                            return;
+                        }
+                        pending.push(Box::pin(handle(Arc::clone(&inner), request)));
+                    }
+                    Ok(None) => reading = false,
+                    // The client went away or sent garbage: nobody to answer.
+                    Err(_) => return,
+                },
+                else => return,
+            }
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+/// `GroupMismatchException` as a stream error.
+fn group_mismatch(peer: &str, group: &[u8], stream: Option<&Vec<u8>>) -> Status {
+    let name = group_name(group);
+    let message = match stream {
+        Some(first) => format!(
+            "{peer}: The group ({name}) does not match the group ({}) of the OrderedRequestStreamObserver",
+            group_name(first)
+        ),
+        None => format!("{peer}: {name} not found."),
+    };
+    exception_status(common::ratis::GROUP_MISMATCH_EXCEPTION, message)
+}
+
+/// `group-` and the id's last 12 hex digits, upper case, as Ratis prints a `RaftGroupId`.
+fn group_name(id: &[u8]) -> String {
+    match common::ratis::id_from_bytes(id) {
+        Some(id) => {
+            let hex = id.simple().to_string().to_uppercase();
+            format!("group-{}", &hex[20..])
+        }
+        None => format!("group-{}", hex_of(id)),
+    }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
+}
+
+/// INTERNAL with the exception's class in `exception-type`, as `GrpcUtil.wrapException` sends.
+fn exception_status(class: &str, message: String) -> Status {
+    let mut metadata = tonic::metadata::MetadataMap::new();
+    metadata.insert(
+        common::ratis::EXCEPTION_TYPE_KEY,
+        class.parse().expect("a class name is ASCII"),
+    );
+    Status::with_metadata(tonic::Code::Internal, message, metadata)
+}
+
+async fn handle(
+    inner: Arc<Inner>,
+    request: RaftClientRequestProto,
+) -> Result<RaftClientReplyProto, Status> {
+    let rpc = request.rpc_request.clone().unwrap_or_default();
+    let group_bytes = rpc
+        .raft_group_id
+        .as_ref()
+        .map(|g| g.id.clone())
+        .unwrap_or_default();
+    let Some(sm) = common::ratis::id_from_bytes(&group_bytes).and_then(|g| inner.groups.get(&g))
+    else {
+        return Err(group_mismatch(&inner.peer, &group_bytes, None));
+    };
+    let sm = Arc::clone(sm);
+    match request.r#type {
+        Some(RequestType::Watch(watch)) => {
+            let commit = sm.wait_committed(watch.index).await;
+            let mut reply = success(&sm, &rpc, None);
+            reply.log_index = commit;
+            Ok(reply)
+        }
+        Some(RequestType::Write(_)) => {
+            let client = common::ratis::id_from_bytes(&rpc.requestor_id).unwrap_or_default();
+            match sm.retry_cache.lookup(client, rpc.call_id) {
+                Lookup::Retry(mut cached) => {
+                    let reply = cached
+                        .wait_for(Option::is_some)
+                        .await
+                        .map_err(|_| Status::unavailable("the first call of this retry failed"))?
+                        .clone()
+                        .expect("waited for Some");
+                    Ok(reply)
+                }
+                Lookup::First(tx) => {
+                    let reply = write(&inner, &sm, &rpc, &request).await?;
+                    tx.send_replace(Some(reply.clone()));
+                    Ok(reply)
+                }
+            }
+        }
+        Some(RequestType::Read(_) | RequestType::StaleRead(_)) => {
+            read(&inner, &sm, &rpc, &request).await
+        }
+        Some(
+            RequestType::MessageStream(_) | RequestType::DataStream(_) | RequestType::Forward(_),
+        )
+        | None => Err(Status::unimplemented(
+            "dn-sim's Ratis port serves write, read, staleRead and watch requests",
+        )),
+    }
+}
+
+/// The container command a request carries, or the stream error Ratis raises for one that is
+/// not (`ContainerCommandRequestMessage.toProto` throws `InvalidProtocolBufferException`).
+fn command(
+    sm: &ContainerStateMachine,
+    request: &RaftClientRequestProto,
+) -> Result<common::proto::ContainerCommandRequestProto, Status> {
+    let content = request
+        .message
+        .as_ref()
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    common::ratis::decode_message(&content, Some(sm.group())).map_err(|e| {
+        exception_status(
+            crate::datanode::state_machine::exception_class::INVALID_PROTOBUF,
+            e.to_string(),
+        )
+    })
+}
+
+async fn write(
+    inner: &Inner,
+    sm: &ContainerStateMachine,
+    rpc: &RaftRpcRequestProto,
+    request: &RaftClientRequestProto,
+) -> Result<RaftClientReplyProto, Status> {
+    let command = command(sm, request)?;
+    if let Err(e) = sm.start_transaction(inner.admission.store(), &command, false) {
+        return Ok(failure(sm, rpc, e));
+    }
+    let index = sm.append();
+    sm.committed(index);
+    let container_id = command.container_id;
+    let mut rng = inner.rngs.for_stream();
+    match inner.admission.dispatch(command, &mut rng, false).await {
+        Outcome::Answer(resp) => match sm.applied(container_id, &resp) {
+            Ok(()) => {
+                let mut reply = success(sm, rpc, Some(resp.encode_to_vec().into()));
+                reply.log_index = index;
+                Ok(reply)
+            }
+            Err(e) => Ok(failure(sm, rpc, e)),
+        },
+        other => answer_of(other).await,
+    }
+}
+
+async fn read(
+    inner: &Inner,
+    sm: &ContainerStateMachine,
+    rpc: &RaftRpcRequestProto,
+    request: &RaftClientRequestProto,
+) -> Result<RaftClientReplyProto, Status> {
+    let command = command(sm, request)?;
+    let mut rng = inner.rngs.for_stream();
+    match inner.admission.dispatch(command, &mut rng, false).await {
+        Outcome::Answer(resp) => Ok(success(sm, rpc, Some(resp.encode_to_vec().into()))),
+        other => answer_of(other).await,
+    }
+}
+
+/// What an injected fault or a service limit does to a Ratis call: a status ends the stream,
+/// a dropped request is never answered, a reset ends the stream as a cancelled call.
+async fn answer_of(outcome: Outcome) -> Result<RaftClientReplyProto, Status> {
+    match outcome {
+        Outcome::Answer(_) => unreachable!("answers are handled by the caller"),
+        Outcome::Fail(status) => Err(status),
+        Outcome::Reset => Err(Status::cancelled("stream reset by dn-sim (--fault reset)")),
+        // Never answered: the client's timeout decides, and the request holds its place in the
+        // stream (behind it, an ordered stream's replies wait too, as behind a lost request).
+        Outcome::Drop => std::future::pending().await,
+    }
+}
+
+fn success(
+    sm: &ContainerStateMachine,
+    rpc: &RaftRpcRequestProto,
+    content: Option<bytes::Bytes>,
+) -> RaftClientReplyProto {
+    RaftClientReplyProto {
+        rpc_reply: Some(sm.reply_header(rpc, true)),
+        message: content.map(|content| ClientMessageEntryProto { content }),
+        commit_infos: sm.commit_infos(),
+        ..Default::default()
+    }
+}
+
+fn failure(
+    sm: &ContainerStateMachine,
+    rpc: &RaftRpcRequestProto,
+    e: StateMachineError,
+) -> RaftClientReplyProto {
+    RaftClientReplyProto {
+        rpc_reply: Some(sm.reply_header(rpc, false)),
+        exception_details: Some(ExceptionDetails::StateMachineException(
+            StateMachineExceptionProto {
+                exception_class_name: e.class.to_string(),
+                error_msg: e.message,
+                stacktrace: bytes::Bytes::from_static(&common::ratis::EMPTY_STACK_TRACE),
+            },
+        )),
+        commit_infos: sm.commit_infos(),
+        ..Default::default()
+    }
+}

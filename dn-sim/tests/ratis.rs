@@ -1,0 +1,382 @@
+//! dn-sim's Ratis client port as the Ratis client meets it: the ordered stream's dummy first
+//! watch, writes with log indices and commit infos, Raft reads, replies in request order,
+//! watches, the retry cache, a closed container's `StateMachineException`, and the stream errors
+//! for an unknown group, a group change and a pipeline ID of another group. Over tonic against a
+//! server on 127.0.0.1:0.
+
+use bytes::Bytes;
+use common::proto::{
+    ChunkInfo, CloseContainerRequestProto, ContainerCommandRequestProto as Req,
+    ContainerCommandResponseProto as Resp, DatanodeBlockId, EchoRequestProto, GetBlockRequestProto,
+    PutBlockRequestProto, Result as OzoneResult, Type, WriteChunkRequestProto,
+};
+use common::ratis::proto::common::raft_client_reply_proto::ExceptionDetails;
+use common::ratis::proto::common::raft_client_request_proto::Type as RaftType;
+use common::ratis::proto::common::{
+    ClientMessageEntryProto, RaftClientReplyProto, RaftClientRequestProto, RaftGroupIdProto,
+    RaftRpcRequestProto, ReadRequestTypeProto, ReplicationLevel, SlidingWindowEntry,
+    WatchRequestTypeProto, WriteRequestTypeProto,
+};
+use common::ratis::proto::grpc::raft_client_protocol_service_client::RaftClientProtocolServiceClient as Client;
+use prost::Message as _;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+const GROUP: uuid::Uuid = uuid::Uuid::from_u128(0x1111_2222_3333_4444_5555_6666_7777_8888);
+const CLIENT: uuid::Uuid = uuid::Uuid::from_u128(0xc11e);
+
+async fn server() -> (dn_sim::RunningServer, Client<Channel>) {
+    let mut config = dn_sim::Config::loopback();
+    config.containers = "1-3".parse().unwrap();
+    config.ratis_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.pipelines = vec![GROUP];
+    let server = dn_sim::start(config).await.unwrap();
+    let addr = server.ratis_addr().expect("a Ratis port");
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let client = Client::new(channel)
+        .max_decoding_message_size(common::ratis::MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(common::ratis::MAX_MESSAGE_SIZE);
+    (server, client)
+}
+
+fn rpc(group: uuid::Uuid, call_id: u64, seq: u64) -> RaftRpcRequestProto {
+    RaftRpcRequestProto {
+        requestor_id: common::ratis::id_bytes(CLIENT),
+        reply_id: Bytes::from_static(dn_sim::net::server::DEFAULT_DATANODE_UUID.as_bytes()),
+        raft_group_id: Some(RaftGroupIdProto {
+            id: common::ratis::id_bytes(group),
+        }),
+        call_id,
+        to_leader: true,
+        sliding_window_entry: (seq > 0).then_some(SlidingWindowEntry {
+            seq_num: seq,
+            is_first: seq == 1,
+        }),
+        ..Default::default()
+    }
+}
+
+fn watch(index: u64, call_id: u64, seq: u64) -> RaftClientRequestProto {
+    RaftClientRequestProto {
+        rpc_request: Some(rpc(GROUP, call_id, seq)),
+        message: Some(ClientMessageEntryProto::default()),
+        r#type: Some(RaftType::Watch(WatchRequestTypeProto {
+            index,
+            replication: ReplicationLevel::AllCommitted as i32,
+        })),
+    }
+}
+
+/// `command` as Ozone's `XceiverClientRatis` sends it: a Raft read when read-only, else a write.
+fn raft(command: &Req, call_id: u64, seq: u64) -> RaftClientRequestProto {
+    let r#type = if common::ratis::is_read_only(command) {
+        RaftType::Read(ReadRequestTypeProto::default())
+    } else {
+        RaftType::Write(WriteRequestTypeProto {
+            replication: ReplicationLevel::Majority as i32,
+        })
+    };
+    RaftClientRequestProto {
+        rpc_request: Some(rpc(GROUP, call_id, seq)),
+        message: Some(ClientMessageEntryProto {
+            content: common::ratis::encode_message(command),
+        }),
+        r#type: Some(r#type),
+    }
+}
+
+fn req(cmd: Type, container: i64) -> Req {
+    Req {
+        cmd_type: cmd as i32,
+        container_id: container,
+        datanode_uuid: dn_sim::net::server::DEFAULT_DATANODE_UUID.into(),
+        ..Default::default()
+    }
+}
+
+fn echo(read_only: bool, payload: usize) -> Req {
+    Req {
+        echo: Some(EchoRequestProto {
+            payload: Some(Bytes::from(vec![7u8; payload])),
+            payload_size_resp: Some(3),
+            read_only: Some(read_only),
+            ..Default::default()
+        }),
+        ..req(Type::Echo, 1)
+    }
+}
+
+/// An ordered stream: send requests, read replies.
+struct Ordered {
+    tx: mpsc::Sender<RaftClientRequestProto>,
+    inbound: tonic::Streaming<RaftClientReplyProto>,
+}
+
+impl Ordered {
+    async fn open(client: &mut Client<Channel>) -> Ordered {
+        let (tx, rx) = mpsc::channel(64);
+        // The dummy first watch goes before the call, as the Ratis client's does.
+        tx.send(watch(0, 0, 1)).await.unwrap();
+        let inbound = client
+            .ordered(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut stream = Ordered { tx, inbound };
+        let first = stream.next().await.expect("the dummy watch is answered");
+        assert!(first.rpc_reply.as_ref().unwrap().success, "{first:?}");
+        stream
+    }
+
+    async fn send(&self, request: RaftClientRequestProto) {
+        self.tx.send(request).await.unwrap();
+    }
+
+    async fn next(&mut self) -> Result<RaftClientReplyProto, tonic::Status> {
+        self.inbound
+            .message()
+            .await
+            .and_then(|m| m.ok_or_else(|| tonic::Status::unknown("the stream ended")))
+    }
+}
+
+fn response(reply: &RaftClientReplyProto) -> Resp {
+    Resp::decode(reply.message.as_ref().expect("a message").content.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn writes_get_log_indices_and_commit_infos_and_reads_get_answers_in_order() {
+    let (_server, mut client) = server().await;
+    let mut stream = Ordered::open(&mut client).await;
+    // 40 requests in flight at once (more than Ozone's 32), alternating writes and reads.
+    for i in 0..40u64 {
+        stream
+            .send(raft(&echo(i % 2 == 1, 100), 10 + i, 2 + i))
+            .await;
+    }
+    let mut last_index = 0;
+    for i in 0..40u64 {
+        let reply = stream.next().await.unwrap();
+        let header = reply.rpc_reply.as_ref().unwrap();
+        assert_eq!(header.call_id, 10 + i, "replies leave in request order");
+        assert!(header.success, "{reply:?}");
+        assert_eq!(header.requestor_id, common::ratis::id_bytes(CLIENT));
+        assert_eq!(
+            header.reply_id,
+            dn_sim::net::server::DEFAULT_DATANODE_UUID.as_bytes()
+        );
+        assert_eq!(
+            header.raft_group_id.as_ref().unwrap().id,
+            common::ratis::id_bytes(GROUP)
+        );
+        let resp = response(&reply);
+        assert_eq!(resp.result, OzoneResult::Success as i32);
+        assert_eq!(resp.echo.unwrap().payload.unwrap().len(), 3);
+        if i % 2 == 0 {
+            assert!(reply.log_index > last_index, "a write gets a new log index");
+            last_index = reply.log_index;
+            let commit = reply.commit_infos[0].commit_index;
+            assert!(
+                commit >= reply.log_index,
+                "commit {commit} covers the write"
+            );
+            assert_eq!(
+                reply.commit_infos[0].server.as_ref().unwrap().id,
+                dn_sim::net::server::DEFAULT_DATANODE_UUID.as_bytes()
+            );
+        } else {
+            assert_eq!(reply.log_index, 0, "a read is no log entry");
+        }
+    }
+    assert_eq!(last_index, 20, "20 writes, indices 1..=20");
+    // A watch of a committed index is answered at once.
+    stream.send(watch(last_index, 99, 42)).await;
+    let reply = stream.next().await.unwrap();
+    assert!(reply.rpc_reply.unwrap().success);
+    assert!(reply.log_index >= last_index);
+}
+
+#[tokio::test]
+async fn a_chunk_and_its_block_are_written_and_read_back_through_raft() {
+    let (_server, mut client) = server().await;
+    let mut stream = Ordered::open(&mut client).await;
+    let block = DatanodeBlockId {
+        container_id: 2,
+        local_id: 77,
+        block_commit_sequence_id: None,
+        replica_index: None,
+    };
+    let chunk = ChunkInfo {
+        chunk_name: "77_chunk_1".into(),
+        offset: 0,
+        len: 4096,
+        checksum_data: common::proto::ChecksumData {
+            r#type: common::proto::ChecksumType::None as i32,
+            bytes_per_checksum: 16384,
+            checksums: vec![],
+        },
+        ..Default::default()
+    };
+    let write = Req {
+        write_chunk: Some(WriteChunkRequestProto {
+            block_id: block,
+            chunk_data: Some(chunk.clone()),
+            data: Some(Bytes::from(vec![42u8; 4096])),
+            ..Default::default()
+        }),
+        ..req(Type::WriteChunk, 2)
+    };
+    let put = Req {
+        put_block: Some(PutBlockRequestProto {
+            block_data: common::proto::BlockData {
+                block_id: block,
+                chunks: vec![chunk],
+                ..Default::default()
+            },
+            eof: Some(true),
+            ..Default::default()
+        }),
+        ..req(Type::PutBlock, 2)
+    };
+    let get = Req {
+        get_block: Some(GetBlockRequestProto {
+            block_id: block,
+            ..Default::default()
+        }),
+        ..req(Type::GetBlock, 2)
+    };
+    stream.send(raft(&write, 1, 2)).await;
+    stream.send(raft(&put, 2, 3)).await;
+    stream.send(raft(&get, 3, 4)).await;
+    for expected in [Type::WriteChunk, Type::PutBlock, Type::GetBlock] {
+        let reply = stream.next().await.unwrap();
+        let resp = response(&reply);
+        assert_eq!(resp.cmd_type, expected as i32);
+        assert_eq!(
+            resp.result,
+            OzoneResult::Success as i32,
+            "{expected:?}: {:?}",
+            resp.message
+        );
+        if expected == Type::GetBlock {
+            let data = resp.get_block.unwrap().block_data;
+            assert_eq!(data.chunks.len(), 1);
+            assert_eq!(data.size, Some(4096));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_closed_container_refuses_writes_with_a_readable_state_machine_exception() {
+    let (_server, mut client) = server().await;
+    let mut stream = Ordered::open(&mut client).await;
+    let close = Req {
+        close_container: Some(CloseContainerRequestProto {}),
+        ..req(Type::CloseContainer, 3)
+    };
+    stream.send(raft(&close, 1, 2)).await;
+    let closed = stream.next().await.unwrap();
+    assert_eq!(response(&closed).result, OzoneResult::Success as i32);
+    let mut refused = echo(false, 0);
+    refused.container_id = 3;
+    stream.send(raft(&refused, 2, 3)).await;
+    let reply = stream.next().await.unwrap();
+    assert!(!reply.rpc_reply.as_ref().unwrap().success);
+    let Some(ExceptionDetails::StateMachineException(e)) = reply.exception_details else {
+        panic!("a StateMachineException: {reply:?}")
+    };
+    assert_eq!(
+        e.exception_class_name,
+        "org.apache.hadoop.hdds.scm.container.common.helpers.ContainerNotOpenException"
+    );
+    assert_eq!(e.error_msg, "Container 3 in CLOSED state");
+    assert_eq!(&e.stacktrace[..], &common::ratis::EMPTY_STACK_TRACE[..]);
+    // A read-only echo of the closed container still works.
+    let mut read = echo(true, 0);
+    read.container_id = 3;
+    stream.send(raft(&read, 3, 4)).await;
+    assert!(stream.next().await.unwrap().rpc_reply.unwrap().success);
+}
+
+#[tokio::test]
+async fn a_retried_call_is_answered_from_the_retry_cache_not_applied_again() {
+    let (_server, mut client) = server().await;
+    let mut stream = Ordered::open(&mut client).await;
+    stream.send(raft(&echo(false, 10), 5, 2)).await;
+    let first = stream.next().await.unwrap();
+    // The same client and call id on another stream (the Ratis client retries on a new one).
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(raft(&echo(false, 10), 5, 0)).await.unwrap();
+    let mut other = client
+        .unordered(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let again = other.message().await.unwrap().unwrap();
+    assert_eq!(again.log_index, first.log_index, "the same entry");
+    // A new call id is a new entry.
+    stream.send(raft(&echo(false, 10), 6, 3)).await;
+    assert_eq!(stream.next().await.unwrap().log_index, first.log_index + 1);
+}
+
+#[tokio::test]
+async fn an_unknown_group_a_group_change_and_a_foreign_pipeline_end_the_stream() {
+    let (_server, mut client) = server().await;
+    let exception_type = |status: &tonic::Status| {
+        status
+            .metadata()
+            .get(common::ratis::EXCEPTION_TYPE_KEY)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    // Unknown group.
+    let (tx, rx) = mpsc::channel(4);
+    let mut unknown = watch(0, 0, 1);
+    unknown.rpc_request = Some(rpc(uuid::Uuid::from_u128(9), 0, 1));
+    tx.send(unknown).await.unwrap();
+    let status = match client.ordered(ReceiverStream::new(rx)).await {
+        Err(status) => status,
+        Ok(response) => response.into_inner().message().await.unwrap_err(),
+    };
+    assert_eq!(status.code(), tonic::Code::Internal);
+    assert_eq!(
+        exception_type(&status).as_deref(),
+        Some(common::ratis::GROUP_MISMATCH_EXCEPTION)
+    );
+    assert!(
+        status.message().ends_with("not found."),
+        "{}",
+        status.message()
+    );
+
+    // A second group on a stream opened for the first.
+    let mut stream = Ordered::open(&mut client).await;
+    let mut other = raft(&echo(false, 0), 1, 2);
+    other.rpc_request = Some(rpc(uuid::Uuid::from_u128(10), 1, 2));
+    stream.send(other).await;
+    let status = stream.next().await.unwrap_err();
+    assert_eq!(
+        exception_type(&status).as_deref(),
+        Some(common::ratis::GROUP_MISMATCH_EXCEPTION)
+    );
+
+    // A pipeline ID that is not the group's.
+    let mut stream = Ordered::open(&mut client).await;
+    let mut foreign = echo(false, 0);
+    foreign.pipeline_id = Some(uuid::Uuid::from_u128(11).to_string());
+    stream.send(raft(&foreign, 1, 2)).await;
+    let status = stream.next().await.unwrap_err();
+    assert_eq!(
+        exception_type(&status).as_deref(),
+        Some("org.apache.ratis.thirdparty.com.google.protobuf.InvalidProtocolBufferException")
+    );
+    assert!(
+        status.message().starts_with("ID mismatched"),
+        "{}",
+        status.message()
+    );
+}
