@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ozone 2.2.0's own Java client (hdds-client: XceiverClientGrpc over a STANDALONE pipeline built
-# without SCM, ContainerProtocolCalls, Checksum, BlockOutputStream/BlockInputStream) against a
-# dn-sim: interop/ozone's ClientCheck. Builds the harness and dn-sim, starts dn-sim on a loopback
+# without SCM, ContainerProtocolCalls, Checksum, BlockOutputStream/BlockInputStream; then
+# XceiverClientRatis over a RATIS/ONE pipeline on dn-sim's Ratis port) against a dn-sim:
+# interop/ozone's ClientCheck. Builds the harness and dn-sim, starts dn-sim on a loopback
 # port it binds itself (port 0, --ready-file), runs ClientCheck (one `PASS name` or `FAIL name: why` line per check, then
 # `N passed, M failed`), stops dn-sim and exits with ClientCheck's status (0: all passed).
 #
@@ -42,7 +43,8 @@ cargo build -q --locked -p dn-sim
 
 # dn-sim binds port 0 and writes the address it got to a ready file: no port is guessed.
 ready="$(mktemp -u "${TMPDIR:-/tmp}/java-client-check-ready.XXXXXX")"
-target/debug/dn-sim --listen 127.0.0.1:0 --metrics-listen none --containers 1-10 --ready-file "$ready" \
+target/debug/dn-sim --listen 127.0.0.1:0 --metrics-listen none --ratis-listen 127.0.0.1:0 \
+    --containers 1-10 --ready-file "$ready" \
     ${sim_args[@]+"${sim_args[@]}"} >"$log" 2>&1 &
 sim_pid=$!
 # Ready when the file is there (10 s at most): written after the listener is bound.
@@ -54,6 +56,7 @@ for _ in $(seq 1 100); do
     fi
     if [ -f "$ready" ]; then
         addr="$(awk '$1 == "client" {print $2}' "$ready")"
+        ratis="$(awk '$1 == "ratis" {print $2}' "$ready")"
         break
     fi
     sleep 0.1
@@ -69,7 +72,7 @@ ozone_jvm_flags 1g
 work="$(mktemp -d "${TMPDIR:-/tmp}/java-client-check-cwd.XXXXXX")"
 status=0
 (cd "$work" && exec java "${jvm[@]}" -cp "$cp" org.ozonedn.interop.ClientCheck \
-    --target "$addr" ${check_args[@]+"${check_args[@]}"} </dev/null) || status=$?
+    --target "$addr" --ratis "$ratis" ${check_args[@]+"${check_args[@]}"} </dev/null) || status=$?
 rm -rf "$work"
 
 kill -TERM "$sim_pid" 2>/dev/null || true

@@ -316,7 +316,7 @@ fn live_metrics_and_the_histogram_log_follow_the_run() {
     // Scraped mid-run, once it has counted a success: polled until a deadline, not slept for.
     let scrape_once = || -> Option<String> {
         use std::io::{Read, Write};
-        let mut conn = std::net::TcpStream::connect(&addr).ok()?;
+        let mut conn = std::net::TcpStream::connect(addr).ok()?;
         conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             .ok()?;
         let mut text = String::new();

@@ -315,7 +315,7 @@ fn a_scheduled_write_has_live_metrics_a_histogram_log_and_a_csv_row() {
     // Scraped while the run goes on, until the first closed intervals show successes.
     let scrape = || -> Option<(u64, u64)> {
         use std::io::{Read, Write};
-        let mut conn = std::net::TcpStream::connect(&addr).ok()?;
+        let mut conn = std::net::TcpStream::connect(addr).ok()?;
         conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             .ok()?;
         let mut text = String::new();

@@ -82,7 +82,7 @@ pub struct Config {
 /// The pipeline (Raft group) dn-sim hosts unless `--pipeline-id` says otherwise: fixed, so that
 /// a client configured once keeps working across restarts.
 pub const DEFAULT_PIPELINE_ID: uuid::Uuid =
-    uuid::Uuid::from_u128(0x00000000_0000_4000_8000_00000000_9858);
+    uuid::Uuid::from_u128(0x0000_0000_0000_4000_8000_0000_0000_9858);
 
 /// The UUID dn-sim has unless `--datanode-uuid` says otherwise: fixed, so that a restarted dn-sim
 /// is the same DataNode (a real one keeps its UUID in `datanode.id`).

@@ -11,6 +11,7 @@ import java.util.UUID;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import org.apache.hadoop.hdds.client.BlockID;
+import org.apache.hadoop.hdds.client.RatisReplicationConfig;
 import org.apache.hadoop.hdds.client.ReplicationConfig;
 import org.apache.hadoop.hdds.client.StandaloneReplicationConfig;
 import org.apache.hadoop.hdds.conf.OzoneConfiguration;
@@ -29,6 +30,7 @@ import org.apache.hadoop.hdds.scm.OzoneClientConfig;
 import org.apache.hadoop.hdds.scm.StreamBufferArgs;
 import org.apache.hadoop.hdds.scm.XceiverClientCreator;
 import org.apache.hadoop.hdds.scm.XceiverClientGrpc;
+import org.apache.hadoop.hdds.scm.XceiverClientRatis;
 import org.apache.hadoop.hdds.scm.XceiverClientReply;
 import org.apache.hadoop.hdds.scm.XceiverClientSpi;
 import org.apache.hadoop.hdds.scm.XceiverClientSpi.Validator;
@@ -135,6 +137,9 @@ public final class ClientCheck {
     long blockContainer = 1;
     int bigBlockMb = 64;
     String uuid = "00000000-0000-4000-8000-00000000d5d5";
+    String ratisTarget = null;
+    UUID pipelineId = UUID.fromString("00000000-0000-4000-8000-000000009858");
+    long closeContainer = 9;
     try {
       for (int i = 0; i < args.length; i++) {
         String a = args[i];
@@ -148,6 +153,9 @@ public final class ClientCheck {
           case "--block-container": blockContainer = Long.parseLong(v); break;
           case "--big-block-mb": bigBlockMb = Integer.parseInt(v); break;
           case "--datanode-uuid": uuid = UUID.fromString(v).toString(); break;
+          case "--ratis": ratisTarget = v; break;
+          case "--pipeline-id": pipelineId = UUID.fromString(v); break;
+          case "--close-container": closeContainer = Long.parseLong(v); break;
           default: throw new IllegalArgumentException("unknown argument " + a);
         }
       }
@@ -185,14 +193,113 @@ public final class ClientCheck {
       client.connect();
       ClientCheck cc = new ClientCheck(client, pipeline, conf);
       cc.runAll(newContainer, blockContainer, bigBlockMb);
-      OUT.println(cc.passed + " passed, " + cc.failed + " failed");
-      status = cc.failed == 0 ? 0 : 1;
+      int passed = cc.passed;
+      int failed = cc.failed;
+      if (ratisTarget != null) {
+        ClientCheck rc = ratisCheck(ratisTarget, pipelineId, uuid, conf);
+        try {
+          rc.runRatis(blockContainer, closeContainer);
+        } finally {
+          rc.client.close();
+        }
+        passed += rc.passed;
+        failed += rc.failed;
+      }
+      OUT.println(passed + " passed, " + failed + " failed");
+      status = failed == 0 ? 0 : 1;
     } finally {
       client.close();
     }
     OUT.flush();
     // Netty's and the metrics system's threads may linger.
     System.exit(status);
+  }
+
+  /**
+   * Ozone's {@code XceiverClientRatis} over a RATIS/ONE pipeline built by hand, as SCM would
+   * describe it: the pipeline's ID is the Raft group's, the node's RATIS port its client port.
+   */
+  private static ClientCheck ratisCheck(String target, UUID pipelineId, String uuid,
+      OzoneConfiguration conf) throws Exception {
+    String host = target.substring(0, target.lastIndexOf(':'));
+    int port = Integer.parseInt(target.substring(target.lastIndexOf(':') + 1));
+    DatanodeDetails dn = DatanodeDetails.newBuilder()
+        .setUuid(UUID.fromString(uuid))
+        .setHostName(host)
+        .setIpAddress(host)
+        .addPort(DatanodeDetails.newRatisPort(port))
+        .setPersistedOpState(HddsProtos.NodeOperationalState.IN_SERVICE)
+        .setPersistedOpStateExpiry(0)
+        .build();
+    Pipeline pipeline = Pipeline.newBuilder()
+        .setId(PipelineID.valueOf(pipelineId))
+        .setReplicationConfig(RatisReplicationConfig.getInstance(HddsProtos.ReplicationFactor.ONE))
+        .setState(Pipeline.PipelineState.OPEN)
+        .setNodes(Collections.singletonList(dn))
+        .setLeaderId(dn.getID())
+        .build();
+    XceiverClientRatis ratis = XceiverClientRatis.newXceiverClientRatis(pipeline, conf);
+    ratis.connect();
+    return new ClientCheck(ratis, pipeline, conf);
+  }
+
+  /** The Ratis checks: echo both ways, writes with their log index and commit watch, a closed container. */
+  private void runRatis(long c, long closing) throws Exception {
+    check("Ratis: echo as a Raft write (512-byte answer)", () -> {
+      ContainerProtos.EchoResponseProto r = ContainerProtocolCalls.echo(client, "", c,
+          ByteString.copyFrom(randomBytes(1024)), 512, 0, false);
+      return r.getPayload().size() == 512 ? null : "answer payload " + r.getPayload().size() + " bytes";
+    });
+    check("Ratis: echo read-only as a Raft read", () -> {
+      ContainerProtos.EchoResponseProto r = ContainerProtocolCalls.echo(client, "", c,
+          ByteString.EMPTY, 0, 0, true);
+      return r.getPayload().size() == 0 ? null : "answer payload " + r.getPayload().size() + " bytes";
+    });
+    Written[] w = new Written[1];
+    check("Ratis: WriteChunk x2 + PutBlock, watchForCommit of the PutBlock's log index", () -> {
+      w[0] = writeChunks(new BlockID(c, 301), new int[] {64 << 10, 50_000}, ChecksumType.CRC32, 16 << 10);
+      XceiverClientReply put = ContainerProtocolCalls.putBlockAsync(client, blockData(w[0]), true, null);
+      ok(put.getResponse().get());
+      long index = put.getLogIndex();
+      if (index <= 0) {
+        return "PutBlock's reply has log index " + index;
+      }
+      long watched = client.watchForCommit(index).get().getLogIndex();
+      return watched >= index ? null : "watchForCommit(" + index + ") returned " + watched;
+    });
+    check("Ratis: GetBlock as a Raft read lists the block's chunks", () -> {
+      if (w[0] == null) {
+        return "no block was written";
+      }
+      ContainerCommandRequestProto get = ContainerCommandRequestProto.newBuilder()
+          .setCmdType(ContainerProtos.Type.GetBlock)
+          .setContainerID(c)
+          .setDatanodeUuid(pipeline.getFirstNode().getUuidString())
+          .setGetBlock(ContainerProtos.GetBlockRequestProto.newBuilder()
+              .setBlockID(w[0].id.getDatanodeBlockIDProtobuf()))
+          .build();
+      ContainerCommandResponseProto r = client.sendCommand(get);
+      ok(r);
+      int chunks = r.getGetBlock().getBlockData().getChunksCount();
+      return chunks == 2 ? null : chunks + " chunks, not 2";
+    });
+    check("Ratis: a closed container refuses a write (ContainerNotOpenException)", () -> {
+      ContainerProtocolCalls.closeContainer(client, closing, null);
+      try {
+        ContainerProtocolCalls.echo(client, "", closing, ByteString.EMPTY, 0, 0, false);
+        return "the write to closed container " + closing + " succeeded";
+      } catch (Exception e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+          if (t instanceof ContainerNotOpenException) {
+            return null;
+          }
+          if (t.getCause() == t) {
+            break;
+          }
+        }
+        return describe(e);
+      }
+    });
   }
 
   private byte[] randomBytes(int n) {
