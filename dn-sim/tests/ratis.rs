@@ -5,6 +5,7 @@
 //! server on 127.0.0.1:0.
 
 use bytes::Bytes;
+use common::proto::xceiver_client_protocol_service_client::XceiverClientProtocolServiceClient as XceiverClient;
 use common::proto::{
     ChunkInfo, CloseContainerRequestProto, ContainerCommandRequestProto as Req,
     ContainerCommandResponseProto as Resp, DatanodeBlockId, EchoRequestProto, GetBlockRequestProto,
@@ -203,7 +204,7 @@ async fn writes_get_log_indices_and_commit_infos_and_reads_get_answers_in_order(
 
 #[tokio::test]
 async fn a_chunk_and_its_block_are_written_and_read_back_through_raft() {
-    let (_server, mut client) = server().await;
+    let (server, mut client) = server().await;
     let mut stream = Ordered::open(&mut client).await;
     let block = DatanodeBlockId {
         container_id: 2,
@@ -253,8 +254,12 @@ async fn a_chunk_and_its_block_are_written_and_read_back_through_raft() {
     stream.send(raft(&write, 1, 2)).await;
     stream.send(raft(&put, 2, 3)).await;
     stream.send(raft(&get, 3, 4)).await;
+    let mut put_index = 0;
     for expected in [Type::WriteChunk, Type::PutBlock, Type::GetBlock] {
         let reply = stream.next().await.unwrap();
+        if expected == Type::PutBlock {
+            put_index = reply.log_index;
+        }
         let resp = response(&reply);
         assert_eq!(resp.cmd_type, expected as i32);
         assert_eq!(
@@ -267,7 +272,43 @@ async fn a_chunk_and_its_block_are_written_and_read_back_through_raft() {
             let data = resp.get_block.unwrap().block_data;
             assert_eq!(data.chunks.len(), 1);
             assert_eq!(data.size, Some(4096));
+            // PutBlock's bcsId is its transaction's log index.
+            assert!(put_index > 0);
+            assert_eq!(data.block_id.block_commit_sequence_id, Some(put_index));
         }
+    }
+    // Over the gRPC port, a GetBlock naming that bcsId finds the block; one past the
+    // container's is UNKNOWN_BCSID (BlockUtils.verifyBCSId).
+    let channel = Channel::from_shared(format!("http://{}", server.local_addr()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = XceiverClient::new(channel);
+    for (bcs_id, result) in [
+        (put_index, OzoneResult::Success),
+        (put_index + 1, OzoneResult::UnknownBcsid),
+    ] {
+        let mut get = get.clone();
+        get.get_block
+            .as_mut()
+            .unwrap()
+            .block_id
+            .block_commit_sequence_id = Some(bcs_id);
+        let resp = grpc
+            .send(tokio_stream::once(get))
+            .await
+            .unwrap()
+            .into_inner()
+            .message()
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            resp.result, result as i32,
+            "bcsId {bcs_id}: {:?}",
+            resp.message
+        );
     }
 }
 

@@ -6,6 +6,7 @@
 //! gRPC status. The simulation around it is [`crate::sim::admission`].
 
 use crate::datanode::envelope::error;
+pub use crate::datanode::keyvalue::DispatcherContext;
 use crate::datanode::keyvalue::{KeyValueHandler, NodeIdentity};
 use crate::datanode::metrics::ContainerMetrics;
 use crate::datanode::store::ContainerStore;
@@ -99,6 +100,7 @@ impl HddsDispatcher {
         &self,
         mut req: Request,
         clock: &mut ServiceClock,
+        context: DispatcherContext,
     ) -> Result<Response, Status> {
         let Ok(cmd) = Type::try_from(req.cmd_type) else {
             // The codec rejects unknown required enum values before this point; kept for safety.
@@ -110,7 +112,7 @@ impl HddsDispatcher {
         };
         match cmd {
             Type::Echo => self.keyvalue.echo(req, clock).await,
-            other => self.keyvalue.handle(other, req).await,
+            other => self.keyvalue.handle(other, req, context).await,
         }
     }
 }

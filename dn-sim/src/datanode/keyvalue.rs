@@ -45,6 +45,14 @@ pub struct NodeIdentity {
     pub version: crate::datanode::version::OzoneVersion,
 }
 
+/// What the front end tells the DataNode of a request besides the request itself (Ozone's
+/// `DispatcherContext`): on the Ratis port, the log index of its transaction.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DispatcherContext {
+    /// The Raft log index of a write applied as a transaction; `None` on the gRPC port.
+    pub log_index: Option<u64>,
+}
+
 /// The UUID dn-sim answers with unless told otherwise (`--datanode-uuid`).
 pub const DEFAULT_DATANODE_UUID: &str = "00000000-0000-4000-8000-00000000d5d5";
 
@@ -130,7 +138,12 @@ impl KeyValueHandler {
 
     /// Serves one request of any type but Echo, in the DataNode's order of checks. `Err` is a
     /// gRPC status that fails the call (see the module notes).
-    pub async fn handle(&self, cmd: Type, mut req: Request) -> Result<Response, Status> {
+    pub async fn handle(
+        &self,
+        cmd: Type,
+        mut req: Request,
+        context: DispatcherContext,
+    ) -> Result<Response, Status> {
         let version = self.node.version;
         match cmd {
             // Types the release does not define fail to parse there (gRPC UNKNOWN).
@@ -179,7 +192,7 @@ impl KeyValueHandler {
             Type::DeleteContainer => self.delete_container(c, r).await,
             Type::CloseContainer => self.close_container(c, r).await,
             Type::GetContainerChecksumInfo => self.checksum_info(c, r).await,
-            Type::PutBlock => self.put_block(c, r).await,
+            Type::PutBlock => self.put_block(c, r, context).await,
             Type::GetBlock => self.get_block(c, r).await,
             Type::GetCommittedBlockLength => self.get_committed_block_length(c, r).await,
             Type::ListBlock => self.list_block(c, r).await,
@@ -499,15 +512,23 @@ impl KeyValueHandler {
 
     /// PutBlock: `eof` absent means true; `size` ≠ the chunk lengths' sum is MALFORMED_REQUEST;
     /// answers `committedBlockLength`.
-    pub async fn put_block(&self, c: &Container, req: &mut Request) -> Response {
+    pub async fn put_block(
+        &self,
+        c: &Container,
+        req: &mut Request,
+        context: DispatcherContext,
+    ) -> Response {
         let Some(put) = req.put_block.take() else {
             return malformed(req);
         };
         let version = self.node.version;
         let result = async {
             c.check_open()?;
-            let put = PutBlock::new(put.block_data, put.eof.unwrap_or(true))
+            let mut put = PutBlock::new(put.block_data, put.eof.unwrap_or(true))
                 .map_err(|e| bad_put_block(version, e))?;
+            if let Some(index) = context.log_index {
+                put = put.with_bcs_id(index);
+            }
             c.put_block(put).await
         }
         .await;

@@ -297,7 +297,14 @@ async fn write(
     sm.committed(index);
     let container_id = command.container_id;
     let mut rng = inner.rngs.for_stream();
-    match inner.admission.dispatch(command, &mut rng, false).await {
+    let context = crate::datanode::dispatcher::DispatcherContext {
+        log_index: Some(index),
+    };
+    match inner
+        .admission
+        .dispatch_in(command, &mut rng, false, context)
+        .await
+    {
         Outcome::Answer(resp) => match sm.applied(container_id, &resp) {
             Ok(()) => {
                 let mut reply = success(sm, rpc, Some(resp.encode_to_vec().into()));

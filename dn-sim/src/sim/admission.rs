@@ -5,7 +5,7 @@
 //! metrics. Nothing here is a DataNode rule; the DataNode's own parts (dispatcher → keyvalue →
 //! store) know nothing of it.
 
-use crate::datanode::dispatcher::{HddsDispatcher, chunk_bytes};
+use crate::datanode::dispatcher::{DispatcherContext, HddsDispatcher, chunk_bytes};
 use crate::datanode::envelope::error;
 pub use crate::datanode::keyvalue::NodeIdentity;
 use crate::datanode::store::ContainerStore;
@@ -131,6 +131,19 @@ impl Admission {
     /// Handles one request the way the simulated DataNode does, with its service limits, pool,
     /// delays and faults. `ops_taken`: the stream's early limit check already charged this request.
     pub async fn dispatch(&self, req: Request, rng: &mut SmallRng, ops_taken: bool) -> Outcome {
+        self.dispatch_in(req, rng, ops_taken, DispatcherContext::default())
+            .await
+    }
+
+    /// [`Admission::dispatch`] with what the front end knows of the request (the Ratis port:
+    /// its transaction's log index).
+    pub async fn dispatch_in(
+        &self,
+        req: Request,
+        rng: &mut SmallRng,
+        ops_taken: bool,
+        context: DispatcherContext,
+    ) -> Outcome {
         let arrived = Instant::now();
         let cmd = Type::try_from(req.cmd_type).unwrap_or(Type::ListContainer);
         let size = req.encoded_len();
@@ -193,9 +206,9 @@ impl Admission {
             Some(FaultKind::Reset) => Outcome::Reset,
             Some(FaultKind::Stall(stall)) => {
                 clock.hold(stall).await;
-                self.serve_timed(req, rng, &mut clock).await
+                self.serve_timed(req, rng, &mut clock, context).await
             }
-            None => self.serve_timed(req, rng, &mut clock).await,
+            None => self.serve_timed(req, rng, &mut clock, context).await,
         };
         handler.busy_until(clock.end());
         // The handler is free once the answer exists; a dropped request does not hold it.
@@ -225,9 +238,10 @@ impl Admission {
         req: Request,
         rng: &mut SmallRng,
         clock: &mut ServiceClock,
+        context: DispatcherContext,
     ) -> Outcome {
         let written = request_chunk_bytes(&req);
-        match self.hdds.serve(req, clock).await {
+        match self.hdds.serve(req, clock, context).await {
             Ok(resp) => {
                 let moved = written + chunk_bytes(&resp);
                 if moved > 0 && self.disk.is_enabled() {

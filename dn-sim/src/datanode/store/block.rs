@@ -71,6 +71,18 @@ impl PutBlock {
         Ok(Self { block, eof })
     }
 
+    /// The PutBlock of a Raft transaction: its bcsId is the transaction's log index
+    /// (`KeyValueHandler.handlePutBlock` takes it from the dispatcher context).
+    pub fn with_bcs_id(mut self, log_index: u64) -> Self {
+        self.block.block_id.block_commit_sequence_id = Some(log_index);
+        self
+    }
+
+    /// The bcsId the block is stored with (0 on the gRPC path).
+    pub fn bcs_id(&self) -> u64 {
+        self.block.block_id.block_commit_sequence_id.unwrap_or(0)
+    }
+
     pub fn local_id(&self) -> i64 {
         self.block.block_id.local_id
     }

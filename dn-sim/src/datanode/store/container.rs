@@ -1076,6 +1076,9 @@ impl Container {
             self.release_meta(new.saturating_sub(old));
             return Err(e);
         }
+        // `container.updateBlockCommitSequenceId`: the container's bcsId is the highest of its
+        // blocks' (0 while only the gRPC path wrote).
+        self.bcs_id.fetch_max(put.bcs_id(), Ordering::AcqRel);
         let block = state.commit(put);
         self.release_meta(old.saturating_sub(new));
         if first {
@@ -1092,7 +1095,7 @@ impl Container {
             return Ok(());
         };
         let encoded = prost::Message::encode_to_vec(put.block());
-        let (bytes_used, bcs_id) = (self.bytes_used(), self.bcs_id());
+        let (bytes_used, bcs_id) = (self.bytes_used(), self.bcs_id().max(put.bcs_id()));
         super::dir::blocking(move || db.put_block(local_id, &encoded, first, bytes_used, bcs_id))
             .await
             .map_err(|e| {

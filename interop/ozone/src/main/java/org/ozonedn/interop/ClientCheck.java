@@ -198,7 +198,7 @@ public final class ClientCheck {
       if (ratisTarget != null) {
         ClientCheck rc = ratisCheck(ratisTarget, pipelineId, uuid, conf);
         try {
-          rc.runRatis(blockContainer, closeContainer);
+          rc.runRatis(blockContainer, closeContainer, client);
         } finally {
           rc.client.close();
         }
@@ -244,7 +244,7 @@ public final class ClientCheck {
   }
 
   /** The Ratis checks: echo both ways, writes with their log index and commit watch, a closed container. */
-  private void runRatis(long c, long closing) throws Exception {
+  private void runRatis(long c, long closing, XceiverClientSpi grpc) throws Exception {
     check("Ratis: echo as a Raft write (512-byte answer)", () -> {
       ContainerProtos.EchoResponseProto r = ContainerProtocolCalls.echo(client, "", c,
           ByteString.copyFrom(randomBytes(1024)), 512, 0, false);
@@ -256,6 +256,7 @@ public final class ClientCheck {
       return r.getPayload().size() == 0 ? null : "answer payload " + r.getPayload().size() + " bytes";
     });
     Written[] w = new Written[1];
+    long[] bcsId = new long[1];
     check("Ratis: WriteChunk x2 + PutBlock, watchForCommit of the PutBlock's log index", () -> {
       w[0] = writeChunks(new BlockID(c, 301), new int[] {64 << 10, 50_000}, ChecksumType.CRC32, 16 << 10);
       XceiverClientReply put = ContainerProtocolCalls.putBlockAsync(client, blockData(w[0]), true, null);
@@ -264,6 +265,7 @@ public final class ClientCheck {
       if (index <= 0) {
         return "PutBlock's reply has log index " + index;
       }
+      bcsId[0] = index;
       long watched = client.watchForCommit(index).get().getLogIndex();
       return watched >= index ? null : "watchForCommit(" + index + ") returned " + watched;
     });
@@ -282,6 +284,23 @@ public final class ClientCheck {
       ok(r);
       int chunks = r.getGetBlock().getBlockData().getChunksCount();
       return chunks == 2 ? null : chunks + " chunks, not 2";
+    });
+    check("Ratis PutBlock's log index is the bcsId a GetBlock over gRPC may name", () -> {
+      if (bcsId[0] == 0) {
+        return "no block was put";
+      }
+      ContainerCommandRequestProto get = ContainerCommandRequestProto.newBuilder()
+          .setCmdType(ContainerProtos.Type.GetBlock)
+          .setContainerID(c)
+          .setDatanodeUuid(pipeline.getFirstNode().getUuidString())
+          .setGetBlock(ContainerProtos.GetBlockRequestProto.newBuilder()
+              .setBlockID(w[0].id.getDatanodeBlockIDProtobuf().toBuilder()
+                  .setBlockCommitSequenceId(bcsId[0])))
+          .build();
+      ContainerCommandResponseProto r = grpc.sendCommand(get);
+      ok(r);
+      long stored = r.getGetBlock().getBlockData().getBlockID().getBlockCommitSequenceId();
+      return stored == bcsId[0] ? null : "stored bcsId " + stored + ", not " + bcsId[0];
     });
     check("Ratis: a closed container refuses a write (ContainerNotOpenException)", () -> {
       ContainerProtocolCalls.closeContainer(client, closing, null);
