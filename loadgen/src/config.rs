@@ -169,6 +169,8 @@ pub struct RunConfig {
     /// `--rate` as a bandwidth (bytes/s) not yet turned into units/s: a read's mean block size
     /// is known only once its blocks are.
     pub bandwidth: Option<f64>,
+    /// `--ratis`: the Raft group (pipeline) requests go to on the Ratis port.
+    pub ratis: Option<uuid::Uuid>,
 }
 
 impl RunConfig {
@@ -208,7 +210,23 @@ impl RunConfig {
                 None => StopAfter::Requests(DEFAULT_REQUESTS),
             },
         };
+        if c.ratis {
+            if moves_data {
+                return Err(Error::Usage(
+                    "--ratis: this loadgen sends echoes over Ratis only (write and read use the gRPC port)".into(),
+                ));
+            }
+            if c.target.as_deref() == Some("null") {
+                return Err(Error::Usage(
+                    "--ratis needs a Ratis port, not --target null".into(),
+                ));
+            }
+        }
         let streams = match c.stream_mode {
+            // A Ratis client has one ordered stream: --pipeline requests in flight on it.
+            _ if c.ratis => Streams::Persistent {
+                pipeline: c.pipeline as usize,
+            },
             StreamMode::PerRequest if c.pipeline > 1 => {
                 return Err(Error::Usage(
                     "--pipeline needs --stream-mode persistent (a per-request stream carries one request)".into(),
@@ -234,12 +252,13 @@ impl RunConfig {
         let tls =
             crate::connection::tls::TargetTls::from_flags(&c.tls.flags(), c.target.as_deref())
                 .map_err(Error::Usage)?;
-        if c.stream_mode == StreamMode::Persistent && resilience.active() {
+        if (c.stream_mode == StreamMode::Persistent || c.ratis) && resilience.active() {
             return Err(Error::Usage(
                 "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
             ));
         }
         Ok(RunConfig {
+            ratis: c.ratis.then_some(c.pipeline_id),
             load: match schedule {
                 Some(s) => Load::Open(Plan::new(s)),
                 None => Load::Closed,

@@ -90,11 +90,19 @@ mod with_dn_sim {
                 }
             }
         };
+        // --ratis: its Ratis port, hosting the pipeline the run names.
+        if let Some(group) = config.ratis {
+            sim.ratis_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+            sim.pipelines = vec![group];
+        }
         let server = Server::start(sim, threads)
             .map_err(|e| Error::Run(format!("cannot start the embedded dn-sim: {e:#}")))?;
+        let (addr, port) = match server.ratis_addr() {
+            Some(ratis) => (ratis, ", its Ratis port"),
+            None => (server.local_addr(), ""),
+        };
         let desc = format!(
-            "{} (embedded dn-sim started by loadgen{kind}, {threads} runtime thread(s))",
-            server.local_addr()
+            "{addr} (embedded dn-sim started by loadgen{kind}{port}, {threads} runtime thread(s))"
         );
         Ok((server, desc))
     }
@@ -134,6 +142,10 @@ mod without_dn_sim {
         }
 
         pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+            match *self {}
+        }
+
+        pub fn ratis_addr(&self) -> Option<std::net::SocketAddr> {
             match *self {}
         }
     }

@@ -29,6 +29,10 @@ pub enum ErrorKind {
     /// A write's or read's RPC that the client throttle rejected locally: the stream cannot go
     /// on without it, so it fails (an echo ends *locally rejected* instead).
     LocallyRejected,
+    /// `--ratis`: the Raft reply carried an exception, or Ratis ended the stream with one (its
+    /// `exception-type`): the exception's simple Java class name, e.g. `ContainerNotOpenException`
+    /// in a `StateMachineException`, or `GroupMismatchException`.
+    Ratis(String),
 }
 
 impl ErrorKind {
@@ -60,6 +64,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Deadline => f.write_str("deadline"),
             ErrorKind::Integrity(what) => write!(f, "integrity:{what}"),
             ErrorKind::LocallyRejected => f.write_str("throttle:LOCALLY_REJECTED"),
+            ErrorKind::Ratis(class) => write!(f, "ratis:{class}"),
         }
     }
 }

@@ -196,6 +196,7 @@ impl RunDescription {
             clients: config.clients,
             threads: config.threads,
             stream_mode: match config.streams {
+                _ if config.ratis.is_some() => "ratis".into(),
                 Streams::PerRequest => "per-request".into(),
                 Streams::Persistent { .. } => "persistent".into(),
             },

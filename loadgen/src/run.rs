@@ -268,7 +268,7 @@ fn start_target(config: &RunConfig) -> Result<Started, Error> {
         }
         Target::Embedded { threads } => {
             let (server, desc) = embedded::start(config, *threads)?;
-            let addr = server.local_addr();
+            let addr = server.ratis_addr().unwrap_or_else(|| server.local_addr());
             Ok((
                 Some(server),
                 connection::Endpoint::Uri(format!("http://{addr}"), None),
@@ -563,6 +563,9 @@ fn header(config: &RunConfig, target: &str) -> String {
     }
     let streams = match config.streams {
         Streams::PerRequest => "a new stream per request".to_string(),
+        Streams::Persistent { pipeline } if config.ratis.is_some() => {
+            format!("one ordered Ratis stream per thread with {pipeline} request(s) in flight")
+        }
         Streams::Persistent { pipeline } => {
             format!("one stream per thread with {pipeline} request(s) in flight")
         }

@@ -141,6 +141,24 @@ pub struct CommonArgs {
     #[arg(long, value_enum, default_value = "per-request")]
     pub stream_mode: StreamMode,
 
+    /// Send through the DataNode's Ratis client port (hdds.container.ratis.ipc.port, 9858) as
+    /// Ozone's XceiverClientRatis does (freon dn-echo --ratis): one ordered Raft stream per
+    /// worker with --pipeline requests in flight, opened by a dummy watch; an echo that is not
+    /// --read-only is a Raft write, a read-only one a Raft read. --target is then the Ratis port;
+    /// without --target the embedded dn-sim serves one. Echo only.
+    #[arg(long)]
+    pub ratis: bool,
+
+    /// With --ratis: the pipeline (Raft group) to send to, as SCM names it (a UUID). The default
+    /// is dn-sim's own pipeline.
+    #[arg(
+        long,
+        value_name = "UUID",
+        default_value = "00000000-0000-4000-8000-000000009858",
+        requires = "ratis"
+    )]
+    pub pipeline_id: uuid::Uuid,
+
     /// Requests in flight per worker on its persistent stream (needs --stream-mode persistent).
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub pipeline: u32,

@@ -18,6 +18,12 @@ use tonic::transport::Channel;
 
 pub type Client = XceiverClientProtocolServiceClient<Channel>;
 
+/// A client of a DataNode's Ratis client port (`--ratis`).
+pub type RatisClient =
+    common::ratis::proto::grpc::raft_client_protocol_service_client::RaftClientProtocolServiceClient<
+        Channel,
+    >;
+
 /// Where a run's requests go.
 #[derive(Clone)]
 pub enum Endpoint {
@@ -53,6 +59,42 @@ pub async fn connect(
     connect_timeout: Duration,
     tls: Option<&tls::TargetTls>,
 ) -> anyhow::Result<Vec<Client>> {
+    Ok(channels(uri, count, connect_timeout, tls)
+        .await?
+        .into_iter()
+        .map(|channel| {
+            XceiverClientProtocolServiceClient::new(channel)
+                .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(common::MAX_MESSAGE_SIZE)
+        })
+        .collect())
+}
+
+/// Opens `count` connections to the Ratis client port at `uri`, with Ratis's message limit.
+pub async fn connect_ratis(
+    uri: &str,
+    count: usize,
+    connect_timeout: Duration,
+    tls: Option<&tls::TargetTls>,
+) -> anyhow::Result<Vec<RatisClient>> {
+    Ok(channels(uri, count, connect_timeout, tls)
+        .await?
+        .into_iter()
+        .map(|channel| {
+            RatisClient::new(channel)
+                .max_decoding_message_size(common::ratis::MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(common::ratis::MAX_MESSAGE_SIZE)
+        })
+        .collect())
+}
+
+/// `count` tonic channels to `uri`, each its own HTTP/2 connection.
+async fn channels(
+    uri: &str,
+    count: usize,
+    connect_timeout: Duration,
+    tls: Option<&tls::TargetTls>,
+) -> anyhow::Result<Vec<Channel>> {
     // With TLS the requests say `:scheme https`; the connector runs the handshake.
     let uri = match tls {
         Some(_) => format!("https://{}", &uri[7..]),
@@ -86,11 +128,7 @@ pub async fn connect(
             Ok(Ok(channel)) => channel,
             _ => bail!("cannot connect to {hostport}: no answer within {connect_timeout:?}"),
         };
-        clients.push(
-            XceiverClientProtocolServiceClient::new(channel)
-                .max_decoding_message_size(common::MAX_MESSAGE_SIZE)
-                .max_encoding_message_size(common::MAX_MESSAGE_SIZE),
-        );
+        clients.push(channel);
     }
     Ok(clients)
 }

@@ -127,6 +127,7 @@ struct ThreadPlan {
 enum Conns {
     Unary(Vec<(usize, Rc<connection::unary::UnaryConnection>)>),
     Tonic(Vec<(usize, connection::Client)>),
+    Ratis(Vec<(usize, connection::RatisClient)>, uuid::Uuid),
 }
 
 impl ThreadPlan {
@@ -203,7 +204,16 @@ impl ThreadPlan {
                         let conn = list.iter().find(|(i, _)| *i == c).expect("own connection");
                         workers.spawn_local(persistent::worker(ctx, conn.1.clone(), pipeline));
                     }
-                    (Conns::Tonic(_), Streams::PerRequest) => {
+                    (Conns::Ratis(list, group), Streams::Persistent { pipeline }) => {
+                        let conn = list.iter().find(|(i, _)| *i == c).expect("own connection");
+                        workers.spawn_local(persistent::ratis_worker(
+                            ctx,
+                            conn.1.clone(),
+                            pipeline,
+                            *group,
+                        ));
+                    }
+                    (Conns::Tonic(_) | Conns::Ratis(..), Streams::PerRequest) => {
                         unreachable!("per-request streams use unary connections")
                     }
                 }
@@ -261,6 +271,21 @@ impl ThreadPlan {
                         connection::null::NAME
                     )));
                 };
+                if let Some(group) = self.config.ratis {
+                    let mut ratis = Vec::new();
+                    for c in mine {
+                        let conn = connection::connect_ratis(
+                            uri,
+                            1,
+                            self.config.connect_timeout,
+                            tls.as_deref(),
+                        )
+                        .await
+                        .map_err(|e| Error::Unreachable(e.to_string()))?;
+                        ratis.extend(conn.into_iter().map(|conn| (c, conn)));
+                    }
+                    return Ok(Conns::Ratis(ratis, group));
+                }
                 for c in mine {
                     let conn =
                         connection::connect(uri, 1, self.config.connect_timeout, tls.as_deref())

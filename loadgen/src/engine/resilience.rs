@@ -64,6 +64,7 @@ pub fn classify(f: &Failure) -> Class {
         | ErrorKind::Grpc(_)
         | ErrorKind::Integrity(_)
         | ErrorKind::Protocol
+        | ErrorKind::Ratis(_)
         | ErrorKind::LocallyRejected => Class {
             outcome: Outcome::OtherFailure,
             retryable: false,
