@@ -39,16 +39,20 @@ for _ in $(seq 1 300); do
     sleep 1
 done
 addr="$(awk '/^datanode /{print $2}' "$work/out")"
+ratis="$(awk '/^ratis /{print $2}' "$work/out")"
+pipeline="$(awk '/^pipeline /{print $2}' "$work/out")"
 [ -n "$addr" ] || { echo "real-datanode-smoke.sh: no datanode line within 300 s" >&2; exit 1; }
-echo "real DataNode $version at $addr"
+[ -n "$ratis" ] && [ -n "$pipeline" ] || { echo "real-datanode-smoke.sh: the harness named no Ratis port or pipeline" >&2; exit 1; }
+echo "real DataNode $version at $addr (Ratis $ratis, pipeline $pipeline)"
 
 run() {
-    echo "+ loadgen echo --target $addr $*"
+    local target=${target:-$addr}
+    echo "+ loadgen echo --target $target $*"
     runs=$((runs + 1))
     # A report of its own per run, so that a run that writes none cannot be judged by the last.
     local report="$work/r$runs.json" status=0
     rm -f "$report"
-    "$loadgen" echo --target "$addr" --container-id 1 "$@" --format json --output "$report" >/dev/null 2>"$work/loadgen.err" || status=$?
+    "$loadgen" echo --target "$target" --container-id 1 "$@" --format json --output "$report" >/dev/null 2>"$work/loadgen.err" || status=$?
     if [ "$status" != 0 ] || [ ! -s "$report" ]; then
         tail -20 "$work/loadgen.err" >&2
         echo "real-datanode-smoke.sh: loadgen echo $* exited $status$([ -s "$report" ] || echo ', no report')" >&2
@@ -68,6 +72,9 @@ run -n 2000 -t 8
 run -n 2000 -t 8 --clients 2 --payload-req 4 --payload-resp 4
 run -n 2000 -t 4 --stream-mode persistent --pipeline 4
 run --duration 3s -t 4 --rate 500
+# Ozone's Ratis path: echo as Raft writes and as Raft reads on the real Ratis server.
+target=$ratis run -n 1000 -t 4 --pipeline 8 --ratis --pipeline-id "$pipeline" --read-only=false
+target=$ratis run -n 1000 -t 4 --pipeline 8 --ratis --pipeline-id "$pipeline" --read-only=true
 
 # Writes (BlockOutputStream's WriteChunks and PutBlocks, CRC32), every byte read back and verified,
 # then the same blocks again from the manifest. loadgen exits non-zero on any failure or
@@ -83,4 +90,4 @@ blocks() {
 }
 blocks write -n 40 -t 2 --write-size 1MB --then-read --manifest "$work/manifest.jsonl"
 blocks read -t 2 --manifest "$work/manifest.jsonl"
-echo "real-datanode-smoke: loadgen echo (closed and open loop), write --then-read and read --manifest against a real Ozone $version DataNode: every request succeeded, every byte verified"
+echo "real-datanode-smoke: loadgen echo (closed and open loop, and over Ratis), write --then-read and read --manifest against a real Ozone $version DataNode: every request succeeded, every byte verified"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real Apache Ozone DataNode on demand (interop/ozone): SCM, OM and one DataNode in one JVM
 # (MiniOzoneCluster; security, tokens and TLS off, as by default), the containers created through
-# SCM. Prints exactly one line `datanode 127.0.0.1:PORT` (the DataNode's client port) on stdout when
-# it can serve, and serves until SIGTERM or until its stdin closes; its data is in a temporary
+# SCM. Prints `ratis 127.0.0.1:PORT` (its Ratis client port), `pipeline UUID` (the RATIS/ONE
+# pipeline of the containers: the Raft group) and last `datanode 127.0.0.1:PORT` (the DataNode's
+# client port) on stdout when it can serve, and serves until SIGTERM or until its stdin closes; its data is in a temporary
 # directory removed on exit. Ozone's logs go to stderr.
 #
 # Usage: scripts/real-datanode.sh [--ozone-version V] [--containers LIST] [--info FILE]

@@ -227,6 +227,10 @@ pub async fn start_real(
                     if let Some(addr) = line.trim().strip_prefix("datanode ") {
                         break addr.trim().to_string();
                     }
+                    // The Ratis port and pipeline lines that come first.
+                    if line.starts_with("ratis ") || line.starts_with("pipeline ") {
+                        continue;
+                    }
                     eprintln!("conformance: real DataNode: {line}");
                 }
                 Ok(None) | Err(_) => {

@@ -134,12 +134,23 @@ public final class RealDatanode {
     int port = details.getStandalonePort().getValue();
     String http = findPrometheusEndpoint(cluster, dn);
 
-    createContainers(cluster, conf, parsed.containers);
+    String pipeline = createContainers(cluster, conf, parsed.containers);
+    if (pipeline == null) {
+      pipeline = cluster.getStorageContainerManager().getPipelineManager()
+          .getPipelines(org.apache.hadoop.hdds.client.RatisReplicationConfig.getInstance(
+              HddsProtos.ReplicationFactor.ONE))
+          .get(0).getId().getId().toString();
+    }
+    // The Ratis client port (hdds.container.ratis.ipc.port) and the RATIS/ONE pipeline the
+    // containers live in: its ID is the Raft group's.
+    String ratis = "127.0.0.1:" + details.getPort(DatanodeDetails.Port.Name.RATIS).getValue();
 
     String addr = "127.0.0.1:" + port;
     if (parsed.info != null) {
       List<String> lines = new ArrayList<>();
       lines.add("datanode " + addr);
+      lines.add("ratis " + ratis);
+      lines.add("pipeline " + pipeline);
       lines.add("uuid " + details.getUuidString());
       lines.add("http " + http);
       lines.add("version " + org.apache.hadoop.ozone.util.OzoneVersionInfo.OZONE_VERSION_INFO.getVersion());
@@ -160,6 +171,9 @@ public final class RealDatanode {
         org.apache.hadoop.ozone.util.OzoneVersionInfo.OZONE_VERSION_INFO.getVersion(),
         details.getUuidString(), addr, http, (System.nanoTime() - started) / 1e9,
         parsed.containers.size());
+    // `datanode` last: a reader that has it has the others.
+    stdout.println("ratis " + ratis);
+    stdout.println("pipeline " + pipeline);
     stdout.println("datanode " + addr);
     stdout.flush();
 
@@ -177,12 +191,16 @@ public final class RealDatanode {
     }
   }
 
-  /** Allocates containers through SCM until every requested ID exists, then creates each on the DataNode. */
-  private static void createContainers(MiniOzoneCluster cluster, OzoneConfiguration conf,
+  /**
+   * Allocates containers through SCM until every requested ID exists, then creates each on the
+   * DataNode; returns the ID of their pipeline (null when none was wanted).
+   */
+  private static String createContainers(MiniOzoneCluster cluster, OzoneConfiguration conf,
       TreeSet<Long> wanted) throws IOException {
     if (wanted.isEmpty()) {
-      return;
+      return null;
     }
+    String pipeline = null;
     StorageContainerLocationProtocolClientSideTranslatorPB scm =
         cluster.getStorageContainerLocationClient();
     try (XceiverClientManager clients = new XceiverClientManager(conf)) {
@@ -192,6 +210,7 @@ public final class RealDatanode {
         ContainerWithPipeline c = scm.allocateContainer(HddsProtos.ReplicationType.RATIS,
             HddsProtos.ReplicationFactor.ONE, "ozone-dn-lab");
         id = c.getContainerInfo().getContainerID();
+        pipeline = c.getPipeline().getId().getId().toString();
         XceiverClientSpi client = clients.acquireClient(c.getPipeline());
         try {
           ContainerProtocolCalls.createContainer(client, id, null);
@@ -200,6 +219,7 @@ public final class RealDatanode {
         }
       }
     }
+    return pipeline;
   }
 
   /**
