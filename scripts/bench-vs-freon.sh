@@ -14,9 +14,13 @@
 # freon prints its report (Dropwizard's ConsoleReporter) only when it has a console, so it runs
 # under a pseudo-terminal (util-linux `script`).
 #
+# With --ratis both go through the DataNode's Ratis client port: `freon dn-echo --ratis`
+# (XceiverClientRatis, HDDS-11224's own path) beside `loadgen echo --ratis --pipeline-id` on the
+# pipeline of the container; as Raft writes, or with --read-only as Raft reads.
+#
 # Usage: scripts/bench-vs-freon.sh [-n N] [-t T] [--clients C] [--payload-req KB]
 #            [--payload-resp KB] [--sleep-time-ms MS] [--rounds R] [--ozone-version V]
-#            [--save-freon-report FILE] [--out FILE]
+#            [--ratis [--read-only]] [--save-freon-report FILE] [--out FILE]
 #   defaults: -n 100000 -t 32 --clients 32 (HDDS-11224's command), payloads 0, --rounds 3, 2.2.0
 #   --save-freon-report FILE  keep the first round's raw freon console capture (the fixture of
 #                             loadgen's report-layout test was made so)
@@ -32,7 +36,7 @@ cd "$root"
 . scripts/lib/real-datanode.sh
 
 n=100000 threads=32 clients=32 preq=0 presp=0 sleep_ms=0 rounds=3 version=2.2.0
-save_report="" out=""
+save_report="" out="" ratis="" read_only=""
 while [ $# -gt 0 ]; do
     case "$1" in
         -n|--number-of-tests) n="${2:?$1 needs a value}"; shift 2 ;;
@@ -45,10 +49,13 @@ while [ $# -gt 0 ]; do
         --ozone-version) version="${2:?$1 needs a value}"; shift 2 ;;
         --save-freon-report) save_report="${2:?$1 needs a value}"; shift 2 ;;
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --ratis) ratis=1; shift ;;
+        --read-only) read_only=1; shift ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-vs-freon.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
+[ -z "$read_only" ] || [ -n "$ratis" ] || { echo "bench-vs-freon.sh: --read-only needs --ratis (dn-echo over gRPC is always read-only)" >&2; exit 2; }
 for v in "$n" "$threads" "$clients" "$preq" "$presp" "$sleep_ms" "$rounds"; do
     case "$v" in ''|*[!0-9]*) echo "bench-vs-freon.sh: '$v' is not a whole number" >&2; exit 2 ;; esac
 done
@@ -70,18 +77,30 @@ real_dn_start "$work" "$version" --containers 1 || { echo "bench-vs-freon.sh: th
 echo "real DataNode $version at $dn_addr; $rounds round(s) of -n $n -t $threads --clients $clients --payload-req $preq --payload-resp $presp --sleep-time-ms $sleep_ms" >&2
 
 common=(--clients "$clients" --payload-req "$preq" --payload-resp "$presp" --sleep-time-ms "$sleep_ms" --container-id 1)
+# The transport: gRPC (freon forces read-only echoes there, loadgen's default) or Ratis.
+freon_path=() loadgen_path=(--target "$dn_addr")
+if [ -n "$ratis" ]; then
+    [ -n "$dn_ratis" ] && [ -n "$dn_pipeline" ] || { echo "bench-vs-freon.sh: the harness named no Ratis port" >&2; exit 1; }
+    freon_path=(--ratis)
+    loadgen_path=(--target "$dn_ratis" --ratis --pipeline-id "$dn_pipeline" --read-only=false)
+    if [ -n "$read_only" ]; then
+        freon_path+=(--read-only)
+        loadgen_path[-1]=--read-only=true
+    fi
+    echo "over Ratis: $dn_ratis, pipeline $dn_pipeline, $([ -n "$read_only" ] && echo "Raft reads" || echo "Raft writes")" >&2
+fi
 
 # run_tool TOOL N THREADS TAG: runs one tool, its report in $work/TAG.txt, CPU in $work/TAG.time
 run_tool() {
     local tool="$1" count="$2" t="$3" tag="$4"
     if [ "$tool" = freon ]; then
-        freon_cmd "$version" "$work/conf.xml" -- dn-echo -n "$count" -t "$t" "${common[@]}"
+        freon_cmd "$version" "$work/conf.xml" -- dn-echo -n "$count" -t "$t" "${common[@]}" ${freon_path[@]+"${freon_path[@]}"}
         printf '%q ' "${freon[@]}" >"$work/freon-cmd.sh"
         /usr/bin/time -f '%e %U %S' -o "$work/$tag.time" \
             script -qec "bash $work/freon-cmd.sh" /dev/null >"$work/$tag.txt" 2>&1 </dev/null
     else
         /usr/bin/time -f '%e %U %S' -o "$work/$tag.time" \
-            "$loadgen" echo --target "$dn_addr" -n "$count" -t "$t" "${common[@]}" \
+            "$loadgen" echo "${loadgen_path[@]}" -n "$count" -t "$t" "${common[@]}" \
             >"$work/$tag.txt" 2>"$work/$tag.err" </dev/null
     fi
 }

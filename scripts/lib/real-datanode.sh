@@ -4,7 +4,8 @@
 #   real_dn_start DIR VERSION [real-datanode.sh arguments...]
 #       starts scripts/real-datanode.sh in the background with its files in DIR (out, log,
 #       conf.xml: the cluster's configuration for freon's -conf), waits for its `datanode` line;
-#       sets dn_pid and dn_addr. Returns 1 (with the log's tail on stderr) if it does not start.
+#       sets dn_pid, dn_addr, dn_ratis (its Ratis client port) and dn_pipeline (the RATIS/ONE
+#       pipeline of its containers: the Raft group). Returns 1 (with the log's tail on stderr) if it does not start.
 #   real_dn_stop
 #       closes its stdin and sends SIGTERM to the PID it started, waits for it.
 #   freon_cmd VERSION CONF -- ARGS...
@@ -25,6 +26,8 @@ real_dn_start() {
     for _ in $(seq 1 300); do
         if grep -q '^datanode ' "$dir/out" 2>/dev/null && [ -f "$dir/conf.xml" ]; then
             dn_addr="$(awk '/^datanode /{print $2}' "$dir/out")"
+            dn_ratis="$(awk '/^ratis /{print $2}' "$dir/out")"
+            dn_pipeline="$(awk '/^pipeline /{print $2}' "$dir/out")"
             return 0
         fi
         if ! kill -0 "$dn_pid" 2>/dev/null; then
