@@ -421,3 +421,53 @@ async fn an_unknown_group_a_group_change_and_a_foreign_pipeline_end_the_stream()
         status.message()
     );
 }
+
+#[tokio::test]
+async fn garbage_and_oversize_requests_end_their_stream_and_others_are_served() {
+    let (server, mut client) = server().await;
+    let addr = server.ratis_addr().unwrap();
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    // Bytes that are no RaftClientRequestProto (a field 1 claiming 100 bytes it does not have).
+    let mut raw = tonic::client::Grpc::new(channel.clone());
+    raw.ready().await.unwrap();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(common::ratis::ORDERED_PATH);
+    let request = tonic::Request::new(tokio_stream::once(Bytes::from_static(b"\x0a\x64\x01")));
+    let status = match raw
+        .streaming(request, path, grpc_client::raw::RawCodec)
+        .await
+    {
+        Err(status) => status,
+        Ok(response) => response.into_inner().message().await.unwrap_err(),
+    };
+    assert_eq!(status.code(), tonic::Code::Unknown, "{status:?}");
+
+    // A write over the 33 MiB limit (sent by a client whose own limit is higher):
+    // RESOURCE_EXHAUSTED, nothing applied.
+    let mut big_client = Client::new(channel).max_encoding_message_size(64 << 20);
+    let mut stream = Ordered::open(&mut big_client).await;
+    let mut big = raft(&echo(false, 0), 1, 2);
+    big.message = Some(ClientMessageEntryProto {
+        content: Bytes::from(vec![0u8; common::ratis::MAX_MESSAGE_SIZE + 1]),
+    });
+    stream.send(big).await;
+    let status = stream.next().await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status
+            .message()
+            .starts_with("gRPC message exceeds maximum size 34603008"),
+        "{}",
+        status.message()
+    );
+
+    // Everyone else is still served, and the refused write took no log index.
+    let mut stream = Ordered::open(&mut client).await;
+    stream.send(raft(&echo(false, 0), 1, 2)).await;
+    let reply = stream.next().await.unwrap();
+    assert!(reply.rpc_reply.unwrap().success);
+    assert_eq!(reply.log_index, 1);
+}

@@ -190,7 +190,7 @@ pub fn inbound_error(status: Status, version: OzoneVersion, answered: bool) -> S
 
 /// The length in tonic's "Error, decoded message length too large: found N bytes, the limit is:
 /// M bytes".
-fn oversize_length(message: &str) -> Option<u64> {
+pub(crate) fn oversize_length(message: &str) -> Option<u64> {
     let rest = message.strip_prefix("Error, decoded message length too large: found ")?;
     rest.split_once(' ')?.0.parse().ok()
 }

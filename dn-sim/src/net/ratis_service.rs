@@ -163,14 +163,37 @@ fn serve_stream(
                         pending.push(Box::pin(handle(Arc::clone(&inner), request)));
                     }
                     Ok(None) => reading = false,
-                    // The client went away or sent garbage: nobody to answer.
-                    Err(_) => return,
+                    // A request that does not parse or is over the limit ends the stream (the
+                    // requests before it are not answered: grpc-java closes the call).
+                    Err(status) => {
+                        let _ = tx.send(Err(inbound_error(status, &inner))).await;
+                        return;
+                    }
                 },
                 else => return,
             }
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// The status grpc-java's server (the same ratis-thirdparty grpc as the gRPC port) ends a call
+/// with when a request does not parse (the release's parse-failure status) or exceeds the
+/// message limit (RESOURCE_EXHAUSTED "gRPC message exceeds maximum size 34603008: N").
+fn inbound_error(status: Status, inner: &Inner) -> Status {
+    if status.code() == tonic::Code::Internal && status.message().starts_with("failed to decode") {
+        tracing::debug!(reason = status.message(), "Ratis request failed to parse");
+        return inner.admission.version.parse_failure_status();
+    }
+    if status.code() == tonic::Code::OutOfRange
+        && let Some(len) = crate::net::grpc_service::oversize_length(status.message())
+    {
+        return Status::resource_exhausted(format!(
+            "gRPC message exceeds maximum size {}: {len}",
+            common::ratis::MAX_MESSAGE_SIZE
+        ));
+    }
+    status
 }
 
 /// `GroupMismatchException` as a stream error.
