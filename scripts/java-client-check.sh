@@ -6,7 +6,10 @@
 # port it binds itself (port 0, --ready-file), runs ClientCheck (one `PASS name` or `FAIL name: why` line per check, then
 # `N passed, M failed`), stops dn-sim and exits with ClientCheck's status (0: all passed).
 #
-# Usage: scripts/java-client-check.sh [ClientCheck flags]... [-- dn-sim flags...]
+# With --real-datanode the same checks run against a real Ozone DataNode instead
+# (scripts/real-datanode.sh, its containers 1-10 on a RATIS/ONE pipeline): what dn-sim must match.
+#
+# Usage: scripts/java-client-check.sh [--real-datanode] [ClientCheck flags]... [-- dn-sim flags...]
 #   ClientCheck flags: --container ID (new, default 4242), --block-container ID (default 1),
 #                      --big-block-mb N (default 64; 0 skips the stream block)
 #   e.g. scripts/java-client-check.sh --big-block-mb 0 -- --verify-checksums
@@ -19,10 +22,12 @@ cd "$root"
 version=2.2.0
 check_args=()
 sim_args=()
+real=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --) shift; sim_args=("$@"); break ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --real-datanode) real=1; shift ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) check_args+=("$1"); shift ;;
     esac
 done
@@ -39,6 +44,22 @@ cleanup() {
 }
 trap cleanup EXIT
 harness_setup java-client-check.sh "$version" || exit $?
+if [ -n "$real" ]; then
+    . scripts/lib/real-datanode.sh
+    work="$(mktemp -d "${TMPDIR:-/tmp}/java-client-check-real.XXXXXX")"
+    trap 'real_dn_stop; rm -rf "$work"; rm -f "$log"' EXIT
+    real_dn_start "$work" "$version" --containers 1-10 --info "$work/info" ||
+        { echo "java-client-check.sh: the real DataNode did not start" >&2; exit 1; }
+    cp="$root/interop/ozone/target/classes-$version:$(cat "$root/interop/ozone/target/classpath-$version.txt")"
+    . "$root/scripts/lib/ozone-java.sh"
+    ozone_jvm_flags 1g
+    status=0
+    (cd "$work" && exec java "${jvm[@]}" -cp "$cp" org.ozonedn.interop.ClientCheck \
+        --target "$dn_addr" --ratis "$dn_ratis" --pipeline-id "$dn_pipeline" \
+        --datanode-uuid "$(awk '$1 == "uuid" {print $2}' "$work/info")" \
+        ${check_args[@]+"${check_args[@]}"} </dev/null) || status=$?
+    exit "$status"
+fi
 cargo build -q --locked -p dn-sim
 
 # dn-sim binds port 0 and writes the address it got to a ready file: no port is guessed.
