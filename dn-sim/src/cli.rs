@@ -80,7 +80,8 @@ pub struct Args {
     pub volumes: u32,
 
     /// Ozone configuration key (repeatable): hdds.datanode.read.chunk.threads.per.volume (the pool
-    /// is N × volumes), hdds.container.ipc.port, hdds.datanode.chunk.data.validation.check
+    /// is N × volumes), hdds.container.ipc.port, hdds.container.ratis.ipc.port,
+    /// hdds.datanode.chunk.data.validation.check
     /// (= --verify-checksums), hdds.container.chunk.write.sync (= --sync),
     /// hdds.datanode.handler.count (checked; sizes nothing, as on a real DataNode's gRPC and Ratis
     /// paths), hdds.grpc.tls.enabled (true needs --tls-cert), hdds.grpc.tls.protocols
@@ -258,6 +259,8 @@ pub enum OzoneKey {
     HandlerCount(u32),
     ReadChunkThreadsPerVolume(u32),
     IpcPort(u16),
+    /// `hdds.container.ratis.ipc.port`: the Ratis client port (with `--ratis-listen none`, none).
+    RatisIpcPort(u16),
     ChunkDataValidation(bool),
     /// `hdds.container.chunk.write.sync` (= `--sync`).
     ChunkWriteSync(bool),
@@ -269,10 +272,11 @@ pub enum OzoneKey {
 }
 
 /// The Ozone keys dn-sim models.
-const OZONE_KEYS: [&str; 7] = [
+const OZONE_KEYS: [&str; 8] = [
     "hdds.datanode.handler.count",
     "hdds.datanode.read.chunk.threads.per.volume",
     "hdds.container.ipc.port",
+    "hdds.container.ratis.ipc.port",
     "hdds.datanode.chunk.data.validation.check",
     "hdds.container.chunk.write.sync",
     "hdds.grpc.tls.enabled",
@@ -342,6 +346,13 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
             .parse::<u16>()
             .map(OzoneKey::IpcPort)
             .map_err(|_| format!("hdds.container.ipc.port must be a port number, not '{value}'")),
+        "hdds.container.ratis.ipc.port" => value
+            .trim()
+            .parse::<u16>()
+            .map(OzoneKey::RatisIpcPort)
+            .map_err(|_| {
+                format!("hdds.container.ratis.ipc.port must be a port number, not '{value}'")
+            }),
         "hdds.datanode.chunk.data.validation.check" => {
             boolean(key, value).map(OzoneKey::ChunkDataValidation)
         }
@@ -434,6 +445,7 @@ impl Args {
     ) -> Result<(Config, Option<String>), String> {
         let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
+        let mut ratis_listen = self.ratis_listen.0;
         let (mut per_volume, mut validation, mut write_sync) = (None, None, None);
         let (mut tls_enabled, mut tls_versions) = (None, crate::net::tls::TlsVersions::default());
         for key in env_keys.iter().chain(&self.define) {
@@ -441,6 +453,11 @@ impl Args {
                 OzoneKey::HandlerCount(_) => {}
                 OzoneKey::ReadChunkThreadsPerVolume(n) => per_volume = Some(*n),
                 OzoneKey::IpcPort(p) => listen.set_port(*p),
+                OzoneKey::RatisIpcPort(p) => {
+                    if let Some(addr) = ratis_listen.as_mut() {
+                        addr.set_port(*p);
+                    }
+                }
                 OzoneKey::ChunkDataValidation(on) => validation = Some(*on),
                 OzoneKey::ChunkWriteSync(on) => write_sync = Some(*on),
                 OzoneKey::GrpcTlsEnabled(on) => tls_enabled = Some(*on),
@@ -478,7 +495,7 @@ impl Args {
             disk_bandwidth: self.disk_bandwidth,
             disk_latency: self.disk_latency.clone(),
             metrics_listen: self.metrics_listen.0,
-            ratis_listen: self.ratis_listen.0,
+            ratis_listen,
             pipelines: self.pipeline_ids.clone(),
             limit_rates: LimitRates {
                 ingress: self.limit_ingress,
@@ -726,6 +743,16 @@ mod tests {
         assert_eq!(c.handler_count, 2);
         let c = config(&["-D", "hdds.container.ipc.port=19859"]).unwrap();
         assert_eq!(c.listen.port(), 19859);
+        let c = config(&["-D", "hdds.container.ratis.ipc.port=19858"]).unwrap();
+        assert_eq!(c.ratis_listen.map(|a| a.port()), Some(19858));
+        let c = config(&[
+            "--ratis-listen",
+            "none",
+            "-D",
+            "hdds.container.ratis.ipc.port=19858",
+        ])
+        .unwrap();
+        assert_eq!(c.ratis_listen, None);
     }
 
     #[test]
@@ -733,6 +760,7 @@ mod tests {
         for bad in [
             vec!["-D", "hdds.datanode.handler.cont=4"],
             vec!["-D", "hdds.datanode.handler.count=0"],
+            vec!["-D", "hdds.container.ratis.ipc.port=none"],
             vec!["-D", "novalue"],
             vec!["--handler-count", "0"],
             vec!["--handler-count", "-3"],
