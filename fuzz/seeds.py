@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the hand-made seeds of fuzz/corpus/ (decode_request: valid encoded requests and
-responses of the DataNode client protocol; http2_client_frames: server byte streams with SETTINGS,
+responses of the DataNode client protocol; ratis_message: the same requests as Ozone's Raft
+message content, a 4-byte length, the request without its data, the data; http2_client_frames: server byte streams with SETTINGS,
 HEADERS with :status and grpc-status, DATA, trailers, CONTINUATION, PING, WINDOW_UPDATE,
 RST_STREAM, GOAWAY). store_sequence's seeds are inputs libFuzzer found, minimised (`cargo fuzz
 cmin`), since `arbitrary`'s byte layout is not written by hand. Deterministic: rerunning it
@@ -113,6 +114,31 @@ def requests():
         + f_bytes(16, f_bytes(1, block_id(1, 5)) + f_bytes(2, chunk_info(0, 4)) + f_bytes(4, f_bytes(1, b"ab") + f_bytes(1, b"cd"))),
         "resp-error": f_varint(1, 12) + f_varint(3, 36) + f_bytes(4, "Container is unhealthy"),
     }
+
+
+# ---- Ratis: ContainerCommandRequestMessage ----
+GROUP = "00000000-0000-0000-0000-000000009858"
+
+
+def raft_content(header, data=b""):
+    return struct.pack(">I", len(header)) + header + data
+
+
+def ratis_messages():
+    data = bytes(range(64))
+    write_header = envelope(12, extra=f_bytes(17, f_bytes(1, block_id(1, 5)) + f_bytes(2, chunk_info(0, 64))))
+    echo = envelope(22, extra=f_bytes(26, f_bytes(1, b"hello") + f_varint(2, 16) + f_varint(4, 0)))
+    seeds = {name: raft_content(r) for name, r in requests().items() if not name.startswith("resp-")}
+    seeds.update({
+        "write-chunk-data-after-header": raft_content(write_header, data),
+        "echo-with-pipeline": raft_content(echo + f_bytes(5, GROUP)),
+        "echo-foreign-pipeline": raft_content(echo + f_bytes(5, "00000000-0000-0000-0000-000000000001")),
+        "echo-closed-container": raft_content(envelope(22, container=2, extra=f_bytes(26, f_varint(4, 0)))),
+        "header-length-past-the-end": struct.pack(">I", 1000) + echo,
+        "header-length-negative": struct.pack(">I", 0xFFFFFFFF) + echo,
+        "short": b"\x00\x00",
+    })
+    return seeds
 
 
 # ---- HTTP/2 ----
@@ -249,3 +275,4 @@ def write(target, seeds):
 if __name__ == "__main__":
     write("decode_request", requests())
     write("http2_client_frames", http2_streams())
+    write("ratis_message", ratis_messages())
