@@ -492,6 +492,7 @@ async fn run(args: Args) -> ExitCode {
             extra_args: args.sim_extra_args.clone(),
             uuid_flag: flag(&args.sim_uuid_flag).await,
             version_flag: flag(&args.sim_version_flag).await,
+            ready_file: target::help_mentions(&args.sim_cmd, "--ready-file").await,
             ozone_version: args.ozone_version.clone(),
         })
     } else {

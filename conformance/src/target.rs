@@ -1,12 +1,15 @@
 //! Starting and stopping the two targets of a configuration group.
 //!
 //! - real: `--real-cmd` is a shell command line; the runner appends `--containers LIST --info FILE`
-//!   and `-D key=value` per config key, waits for the one stdout line `datanode HOST:PORT`, then
-//!   reads FILE (`datanode HOST:PORT`, `uuid UUID`, `http HOST:PORT`). It serves until its stdin
-//!   closes or it gets SIGTERM.
-//! - sim: `--sim-cmd` (plus `--sim-extra-args`) gets `--listen 127.0.0.1:P --metrics-listen
-//!   127.0.0.1:Q --containers LIST`, the UUID and version flags when the binary has them, and
-//!   `-D key=value` per config key; it is ready when P accepts connections.
+//!   and `-D key=value` per config key, waits for the stdout line `datanode HOST:PORT` (after
+//!   `ratis` and `pipeline` lines), then reads FILE (`datanode HOST:PORT`, `uuid UUID`,
+//!   `http HOST:PORT`, …). It serves until its stdin closes or it gets SIGTERM.
+//! - sim: `--sim-cmd` (plus `--sim-extra-args`) gets `--listen 127.0.0.1:0 --metrics-listen
+//!   127.0.0.1:0 --ready-file FILE --containers LIST` when its `--help` lists `--ready-file`
+//!   (dn-sim: it binds port 0 and is ready when FILE names the ports it got), else ports picked
+//!   free, `--listen 127.0.0.1:P --metrics-listen 127.0.0.1:Q`, and it is ready when both accept
+//!   connections; also the UUID and version flags when the binary has them, and `-D key=value`
+//!   per config key.
 //!
 //! Each target runs in a process group of its own; stopping closes its stdin, sends SIGTERM to the
 //! group, waits, and sends SIGKILL to the group only if it is still there. A `Process` dropped
@@ -350,6 +353,9 @@ pub struct SimOptions {
     pub uuid_flag: Option<String>,
     /// The version flag, when the binary has it.
     pub version_flag: Option<String>,
+    /// The binary has `--ready-file` (dn-sim's): it binds port 0 and reports the ports it got,
+    /// so none is guessed. Without it, ports are picked free and handed over.
+    pub ready_file: bool,
     pub ozone_version: String,
 }
 
@@ -363,10 +369,18 @@ pub async fn start_sim(
     timeout: Duration,
 ) -> anyhow::Result<(Endpoint, Process)> {
     let log = work.join(format!("sim-{index}.log"));
-    let (port, http_port) = free_ports()?;
+    let ready = work.join(format!("sim-{index}.ready"));
+    let _ = std::fs::remove_file(&ready);
+    let (mut addr, mut http) = if options.ready_file {
+        ("127.0.0.1:0".to_string(), "127.0.0.1:0".to_string())
+    } else {
+        let (port, http_port) = free_ports()?;
+        (
+            format!("127.0.0.1:{port}"),
+            format!("127.0.0.1:{http_port}"),
+        )
+    };
     let uuid = new_uuid();
-    let addr = format!("127.0.0.1:{port}");
-    let http = format!("127.0.0.1:{http_port}");
     let mut args = vec![
         "--listen".to_string(),
         addr.clone(),
@@ -375,6 +389,9 @@ pub async fn start_sim(
         "--containers".to_string(),
         containers.to_string(),
     ];
+    if options.ready_file {
+        args.extend(["--ready-file".to_string(), ready.display().to_string()]);
+    }
     if let Some(flag) = &options.uuid_flag {
         args.extend([flag.clone(), uuid.clone()]);
     }
@@ -399,10 +416,28 @@ pub async fn start_sim(
                 process.log_tail(20)
             );
         }
-        let client = tokio::net::TcpStream::connect(&addr).await;
-        let admin = tokio::net::TcpStream::connect(&http).await;
-        if client.is_ok() && admin.is_ok() {
-            break;
+        if options.ready_file {
+            // Written whole (renamed into place) once every listener is bound.
+            if let Ok(text) = std::fs::read_to_string(&ready) {
+                let line = |key: &str| {
+                    text.lines()
+                        .find_map(|l| l.strip_prefix(key))
+                        .map(|a| a.trim().to_string())
+                };
+                match (line("client "), line("admin ")) {
+                    (Some(c), Some(a)) => {
+                        (addr, http) = (c, a);
+                        break;
+                    }
+                    _ => bail!("dn-sim's ready file lacks a client or admin line: {text}"),
+                }
+            }
+        } else {
+            let client = tokio::net::TcpStream::connect(&addr).await;
+            let admin = tokio::net::TcpStream::connect(&http).await;
+            if client.is_ok() && admin.is_ok() {
+                break;
+            }
         }
         if Instant::now() > deadline {
             return Err(anyhow!(

@@ -156,9 +156,11 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_METRICS_LISTEN", default_value = "127.0.0.1:9882", value_parser = parse_optional_addr)]
     pub metrics_listen: OptionalAddr,
 
-    /// Ratis client port (the DataNode's hdds.container.ratis.ipc.port), or `none`.
-    #[arg(long, env = "DN_SIM_RATIS_LISTEN", default_value = "0.0.0.0:9858", value_parser = parse_optional_addr)]
-    pub ratis_listen: OptionalAddr,
+    /// Ratis client port (the DataNode's hdds.container.ratis.ipc.port), or `none`. Default:
+    /// --listen's address with port 9858, or port 0 when --listen asks for port 0 (as Ozone's
+    /// hdds.container.ratis.ipc.random.port goes with the client port's in tests).
+    #[arg(long, env = "DN_SIM_RATIS_LISTEN", value_parser = parse_optional_addr)]
+    pub ratis_listen: Option<OptionalAddr>,
 
     /// A pipeline (Raft group) the Ratis port hosts, one node each: its UUID, as SCM names
     /// pipelines. Repeatable.
@@ -445,7 +447,17 @@ impl Args {
     ) -> Result<(Config, Option<String>), String> {
         let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
-        let mut ratis_listen = self.ratis_listen.0;
+        let mut ratis_listen = match self.ratis_listen {
+            Some(OptionalAddr(addr)) => addr,
+            None => Some(SocketAddr::new(
+                self.listen.ip(),
+                if self.listen.port() == 0 {
+                    0
+                } else {
+                    common::ratis::DEFAULT_RATIS_PORT
+                },
+            )),
+        };
         let (mut per_volume, mut validation, mut write_sync) = (None, None, None);
         let (mut tls_enabled, mut tls_versions) = (None, crate::net::tls::TlsVersions::default());
         for key in env_keys.iter().chain(&self.define) {
@@ -745,6 +757,11 @@ mod tests {
         assert_eq!(c.listen.port(), 19859);
         let c = config(&["-D", "hdds.container.ratis.ipc.port=19858"]).unwrap();
         assert_eq!(c.ratis_listen.map(|a| a.port()), Some(19858));
+        // The Ratis port follows --listen: its address, and port 0 with port 0.
+        let c = config(&["--listen", "127.0.0.1:0"]).unwrap();
+        assert_eq!(c.ratis_listen, Some("127.0.0.1:0".parse().unwrap()));
+        let c = config(&["--listen", "127.0.0.1:19859"]).unwrap();
+        assert_eq!(c.ratis_listen, Some("127.0.0.1:9858".parse().unwrap()));
         let c = config(&[
             "--ratis-listen",
             "none",

@@ -111,9 +111,15 @@ fn ready_file_holds_the_bound_addresses_of_port_0() {
     );
     let (client, admin) = ready_addresses(&ready, &mut server.0);
     let text = std::fs::read_to_string(&ready).unwrap();
-    assert_eq!(text.lines().count(), 2, "{text}");
+    assert_eq!(text.lines().count(), 3, "{text}");
     let admin = admin.expect("an admin line");
-    for addr in [&client, &admin] {
+    // The Ratis port follows --listen: port 0 on its address.
+    let ratis = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ratis "))
+        .expect("a ratis line")
+        .to_string();
+    for addr in [&client, &admin, &ratis] {
         assert!(addr.starts_with("127.0.0.1:"), "{text}");
         assert_ne!(addr, "127.0.0.1:0", "{text}");
     }

@@ -97,6 +97,9 @@ impl DnSim {
             self.addr.to_string(),
             "--metrics-listen".to_string(),
             "none".to_string(),
+            // A restart reuses the client port; the Ratis port would be a fixed 9858 then.
+            "--ratis-listen".to_string(),
+            "none".to_string(),
             "--ready-file".to_string(),
             arg(&self.ready_file),
         ];
