@@ -83,6 +83,10 @@ impl DnSimProcess {
             .arg(self.addr.to_string())
             .arg("--metrics-listen")
             .arg(self.admin.to_string())
+            // Port 0 always: a restart reuses the client port, and the Ratis port would follow
+            // it to a fixed 9858.
+            .arg("--ratis-listen")
+            .arg("127.0.0.1:0")
             .arg("--ready-file")
             .arg(&ready)
             .args(&self.args)
