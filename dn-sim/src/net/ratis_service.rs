@@ -134,7 +134,8 @@ fn serve_stream(
 ) -> ReplyStream {
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
-        let mut stream_group: Option<Vec<u8>> = None;
+        // The first request's group (a refcount on its bytes, not a copy).
+        let mut stream_group: Option<bytes::Bytes> = None;
         let mut reading = true;
         loop {
             tokio::select! {
@@ -151,12 +152,12 @@ fn serve_stream(
                             .rpc_request
                             .as_ref()
                             .and_then(|r| r.raft_group_id.as_ref())
-                            .map(|g| g.id.to_vec())
+                            .map(|g| g.id.clone())
                             .unwrap_or_default();
                         let first = stream_group.get_or_insert_with(|| group.clone());
                         if *first != group {
                             let _ = tx
-                                .send(Err(group_mismatch(&inner.peer, &group, Some(first))))
+                                .send(Err(group_mismatch(&inner.peer, &group, Some(&first[..]))))
                                 .await;
                             return;
                         }
@@ -197,7 +198,7 @@ fn inbound_error(status: Status, inner: &Inner) -> Status {
 }
 
 /// `GroupMismatchException` as a stream error.
-fn group_mismatch(peer: &str, group: &[u8], stream: Option<&Vec<u8>>) -> Status {
+fn group_mismatch(peer: &str, group: &[u8], stream: Option<&[u8]>) -> Status {
     let name = group_name(group);
     let message = match stream {
         Some(first) => format!(
