@@ -16,4 +16,9 @@ if found=$(cargo tree -p loadgen --no-default-features -e features -i tonic --lo
     echo "$found" >&2
     exit 1
 fi
+# Under CI=true the folder goes once checked: nothing later uses it, and the real DataNode of
+# the conformance stage needs the disk (64 MB reserved per open container).
+if [ "${CI:-}" = true ]; then
+    rm -rf target/no-server
+fi
 echo "check-no-server: ok"

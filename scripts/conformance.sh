@@ -34,6 +34,7 @@ harness_setup conformance.sh "$version" || exit $?
 # open container, and the suite opens about 270: below ~18 GB free under the temporary directory
 # it fails with "No volumes have enough space for a new container". Say so up front.
 free_kb=$(df -Pk "${TMPDIR:-/tmp}" 2>/dev/null | awk 'NR == 2 {print $4}')
+[[ "$free_kb" =~ ^[0-9]+$ ]] && echo "conformance.sh: $((free_kb / 1024 / 1024)) GB free under ${TMPDIR:-/tmp}" >&2
 if [[ "$free_kb" =~ ^[0-9]+$ ]] && ((free_kb < 18 * 1024 * 1024)); then
     echo "conformance.sh: NOTE: only $((free_kb / 1024 / 1024)) GB free under ${TMPDIR:-/tmp}; the real" \
         "DataNode needs about 18 GB (64 MB per open container, ~270 containers) and may run out" >&2

@@ -137,6 +137,18 @@ stage bench-vs-freon-short --needs build -- bench_vs_freon_short
 stage abuse-quick --needs build -- env PROFILE=debug scripts/abuse.sh --quick
 stage fuzz-15s -- scripts/fuzz.sh --seconds 15
 
+# Why each failed stage failed, where a reader of only the run's last lines sees it: the end of
+# its log (the whole log is target/stage-NAME.log).
+for i in "${!names[@]}"; do
+    case "${results[$i]}" in
+        passed | skipped*) ;;
+        *) echo
+           echo "== ${names[$i]} failed; the last lines of target/stage-${names[$i]}.log:"
+           [ -f "target/stage-${names[$i]}.log" ] &&
+               grep -v '^\s*$' "target/stage-${names[$i]}.log" | tail -25 | cut -c1-300 ;;
+    esac
+done
+
 echo
 echo "== summary$($ci && echo ' (CI=true: a skip is a failure)')"
 passed=0 failed=0 skipped=0
