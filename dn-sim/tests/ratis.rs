@@ -194,7 +194,11 @@ async fn writes_get_log_indices_and_commit_infos_and_reads_get_answers_in_order(
             assert_eq!(reply.log_index, 0, "a read is no log entry");
         }
     }
-    assert_eq!(last_index, 20, "20 writes, indices 1..=20");
+    // 20 writes: each an entry, and a metadata entry when it raised the commit index.
+    assert!(
+        (20..=39).contains(&last_index),
+        "20 writes, last index {last_index}"
+    );
     // A watch of a committed index is answered at once.
     stream.send(watch(last_index, 99, 42)).await;
     let reply = stream.next().await.unwrap();
@@ -360,9 +364,11 @@ async fn a_retried_call_is_answered_from_the_retry_cache_not_applied_again() {
         .into_inner();
     let again = other.message().await.unwrap().unwrap();
     assert_eq!(again.log_index, first.log_index, "the same entry");
-    // A new call id is a new entry.
+    // A new call id is a new entry, after the metadata entry the first write's commit appended.
     stream.send(raft(&echo(false, 10), 6, 3)).await;
-    assert_eq!(stream.next().await.unwrap().log_index, first.log_index + 1);
+    let next = stream.next().await.unwrap();
+    assert_eq!(next.log_index, first.log_index + 2);
+    assert_eq!(next.commit_infos[0].commit_index, next.log_index + 1);
 }
 
 #[tokio::test]
@@ -403,6 +409,18 @@ async fn an_unknown_group_a_group_change_and_a_foreign_pipeline_end_the_stream()
     assert_eq!(
         exception_type(&status).as_deref(),
         Some(common::ratis::GROUP_MISMATCH_EXCEPTION)
+    );
+    // "<stream number>: The group (group-…) of client-… does not match the group (group-…) of
+    // the OrderedRequestStreamObserver", as Ratis 3.2.1 words it.
+    let (number, rest) = status.message().split_once(": ").unwrap();
+    assert!(number.parse::<u64>().is_ok(), "{}", status.message());
+    assert!(
+        rest.starts_with("The group (group-00000000000A) of client-00000000C11E ")
+            && rest.ends_with(
+                "does not match the group (group-666677778888) of the OrderedRequestStreamObserver"
+            ),
+        "{}",
+        status.message()
     );
 
     // A pipeline ID that is not the group's.
@@ -445,16 +463,17 @@ async fn garbage_and_oversize_requests_end_their_stream_and_others_are_served() 
     };
     assert_eq!(status.code(), tonic::Code::Unknown, "{status:?}");
 
-    // A write over the 33 MiB limit (sent by a client whose own limit is higher):
-    // RESOURCE_EXHAUSTED, nothing applied.
+    // A write over the 33 MiB limit (sent by a client whose own limit is higher), first on an
+    // unordered stream: RESOURCE_EXHAUSTED, nothing applied.
     let mut big_client = Client::new(channel).max_encoding_message_size(64 << 20);
-    let mut stream = Ordered::open(&mut big_client).await;
     let mut big = raft(&echo(false, 0), 1, 2);
     big.message = Some(ClientMessageEntryProto {
         content: Bytes::from(vec![0u8; common::ratis::MAX_MESSAGE_SIZE + 1]),
     });
-    stream.send(big).await;
-    let status = stream.next().await.unwrap_err();
+    let status = match big_client.unordered(tokio_stream::once(big.clone())).await {
+        Err(status) => status,
+        Ok(response) => response.into_inner().message().await.unwrap_err(),
+    };
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     assert!(
         status
@@ -463,6 +482,12 @@ async fn garbage_and_oversize_requests_end_their_stream_and_others_are_served() 
         "{}",
         status.message()
     );
+    // On an ordered stream, which has answered its first watch: reset (RST_STREAM CANCEL), as a
+    // real DataNode's grpc-java does once a stream has sent headers.
+    let mut stream = Ordered::open(&mut big_client).await;
+    stream.send(big).await;
+    let status = stream.next().await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
 
     // Everyone else is still served, and the refused write took no log index.
     let mut stream = Ordered::open(&mut client).await;

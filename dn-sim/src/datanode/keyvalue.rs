@@ -199,7 +199,7 @@ impl KeyValueHandler {
             Type::FinalizeBlock => self.finalize_block(c, r).await,
             Type::WriteChunk => self.write_chunk(c, r).await,
             Type::ReadChunk => self.read_chunk(c, r).await,
-            Type::PutSmallFile => self.put_small_file(c, r).await,
+            Type::PutSmallFile => self.put_small_file(c, r, context).await,
             Type::GetSmallFile => self.get_small_file(c, r).await,
             Type::DeleteBlock | Type::DeleteChunk => delete(r),
             other => unsupported(other, r),
@@ -658,8 +658,14 @@ impl KeyValueHandler {
     }
 
     /// PutSmallFile: a write of the one chunk and an end-of-block PutBlock whose chunk list is
-    /// that chunk, in one call.
-    pub async fn put_small_file(&self, c: &Container, req: &mut Request) -> Response {
+    /// that chunk, in one call. Over Ratis its bcsId is the transaction's log index, as
+    /// PutBlock's (`KeyValueHandler.handlePutSmallFile`).
+    pub async fn put_small_file(
+        &self,
+        c: &Container,
+        req: &mut Request,
+        context: DispatcherContext,
+    ) -> Response {
         let Some(small) = req.put_small_file.take() else {
             return malformed(req);
         };
@@ -681,7 +687,10 @@ impl KeyValueHandler {
                 .clone();
             block.chunks = vec![small.chunk_info.clone()];
             block.size = None;
-            let put = PutBlock::new(block, true)?;
+            let mut put = PutBlock::new(block, true)?;
+            if let Some(index) = context.log_index {
+                put = put.with_bcs_id(index);
+            }
             let block_id = put.block().block_id;
             c.write_chunk_and_put(&block_id, &small.chunk_info, small.data, Ok(put))
                 .await

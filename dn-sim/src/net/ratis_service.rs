@@ -52,6 +52,9 @@ struct Inner {
     rngs: RngFactory,
     /// The DataNode's id as Ratis names it in errors.
     peer: String,
+    /// Streams opened so far, ordered and unordered: a stream's number, as
+    /// `GrpcClientProtocolService`'s `streamCount` gives each request stream observer its id.
+    streams: std::sync::atomic::AtomicU64,
 }
 
 impl RatisService {
@@ -62,6 +65,7 @@ impl RatisService {
                 groups,
                 rngs,
                 peer,
+                streams: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -133,7 +137,13 @@ fn serve_stream(
     mut pending: Pending,
 ) -> ReplyStream {
     let (tx, rx) = mpsc::channel(16);
+    let id = inner
+        .streams
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tokio::spawn(async move {
+        // Whether a reply went out (its headers with it): grpc-java then resets an over-limit
+        // request's stream rather than sending a status.
+        let mut answered = false;
         // The first request's group (a refcount on its bytes, not a copy).
         let mut stream_group: Option<bytes::Bytes> = None;
         let mut reading = true;
@@ -145,6 +155,7 @@ fn serve_stream(
                     if tx.send(reply).await.is_err() || failed {
                         return;
                     }
+                    answered = true;
                 }
                 next = inbound.message(), if reading && pending.len() < MAX_PENDING => match next {
                     Ok(Some(request)) => {
@@ -156,9 +167,13 @@ fn serve_stream(
                             .unwrap_or_default();
                         let first = stream_group.get_or_insert_with(|| group.clone());
                         if *first != group {
-                            let _ = tx
-                                .send(Err(group_mismatch(&inner.peer, &group, Some(&first[..]))))
-                                .await;
+                            let client = request
+                                .rpc_request
+                                .as_ref()
+                                .map(|r| r.requestor_id.clone())
+                                .unwrap_or_default();
+                            let status = stream_group_mismatch(id, &group, &client, &first[..]);
+                            let _ = tx.send(Err(status)).await;
                             return;
                         }
                         pending.push(Box::pin(handle(Arc::clone(&inner), request)));
@@ -167,7 +182,7 @@ fn serve_stream(
                     // A request that does not parse or is over the limit ends the stream (the
                     // requests before it are not answered: grpc-java closes the call).
                     Err(status) => {
-                        let _ = tx.send(Err(inbound_error(status, &inner))).await;
+                        let _ = tx.send(Err(inbound_error(status, &inner, answered))).await;
                         return;
                     }
                 },
@@ -180,8 +195,10 @@ fn serve_stream(
 
 /// The status grpc-java's server (the same ratis-thirdparty grpc as the gRPC port) ends a call
 /// with when a request does not parse (the release's parse-failure status) or exceeds the
-/// message limit (RESOURCE_EXHAUSTED "gRPC message exceeds maximum size 34603008: N").
-fn inbound_error(status: Status, inner: &Inner) -> Status {
+/// message limit: RESOURCE_EXHAUSTED "gRPC message exceeds maximum size 34603008: N" while the
+/// stream has sent nothing, else RST_STREAM(CANCEL), as on the gRPC port. An `ordered` stream
+/// has always answered its first watch by then: a real DataNode resets it (Ozone 2.2.0).
+fn inbound_error(status: Status, inner: &Inner, answered: bool) -> Status {
     if status.code() == tonic::Code::Internal && status.message().starts_with("failed to decode") {
         tracing::debug!(reason = status.message(), "Ratis request failed to parse");
         return inner.admission.version.parse_failure_status();
@@ -189,35 +206,57 @@ fn inbound_error(status: Status, inner: &Inner) -> Status {
     if status.code() == tonic::Code::OutOfRange
         && let Some(len) = crate::net::grpc_service::oversize_length(status.message())
     {
-        return Status::resource_exhausted(format!(
+        let text = format!(
             "gRPC message exceeds maximum size {}: {len}",
             common::ratis::MAX_MESSAGE_SIZE
-        ));
+        );
+        if answered {
+            return crate::net::reset::cancel_status(&text);
+        }
+        return Status::resource_exhausted(text);
     }
     status
 }
 
-/// `GroupMismatchException` as a stream error.
-fn group_mismatch(peer: &str, group: &[u8], stream: Option<&[u8]>) -> Status {
-    let name = group_name(group);
-    let message = match stream {
-        Some(first) => format!(
-            "{peer}: The group ({name}) does not match the group ({}) of the OrderedRequestStreamObserver",
+/// `GroupMismatchException` for a request whose group is not hosted here:
+/// "PEER: group-XXXXXXXXXXXX not found." (`RaftServerProxy.getImpl`).
+fn group_mismatch(peer: &str, group: &[u8]) -> Status {
+    exception_status(
+        common::ratis::GROUP_MISMATCH_EXCEPTION,
+        format!("{peer}: {} not found.", group_name(group)),
+    )
+}
+
+/// `GroupMismatchException` for a request on an `ordered` stream whose first request named
+/// another group, in `OrderedRequestStreamObserver`'s words: the stream's number, then "The
+/// group (G) of client-XXXXXXXXXXXX does not match the group (F) of the
+/// OrderedRequestStreamObserver".
+fn stream_group_mismatch(stream: u64, group: &[u8], client: &[u8], first: &[u8]) -> Status {
+    exception_status(
+        common::ratis::GROUP_MISMATCH_EXCEPTION,
+        format!(
+            "{stream}: The group ({}) of {} does not match the group ({}) of the OrderedRequestStreamObserver",
+            group_name(group),
+            id_name("client", client),
             group_name(first)
         ),
-        None => format!("{peer}: {name} not found."),
-    };
-    exception_status(common::ratis::GROUP_MISMATCH_EXCEPTION, message)
+    )
 }
 
 /// `group-` and the id's last 12 hex digits, upper case, as Ratis prints a `RaftGroupId`.
 fn group_name(id: &[u8]) -> String {
+    id_name("group", id)
+}
+
+/// `PREFIX-` and a Ratis id's last 12 hex digits, upper case (`RaftId.toString`: a
+/// `RaftGroupId` is `group-…`, a `ClientId` `client-…`).
+fn id_name(prefix: &str, id: &[u8]) -> String {
     match common::ratis::id_from_bytes(id) {
         Some(id) => {
             let hex = id.simple().to_string().to_uppercase();
-            format!("group-{}", &hex[20..])
+            format!("{prefix}-{}", &hex[20..])
         }
-        None => format!("group-{}", hex_of(id)),
+        None => format!("{prefix}-{}", hex_of(id)),
     }
 }
 
@@ -247,7 +286,7 @@ async fn handle(
         .unwrap_or_default();
     let Some(sm) = common::ratis::id_from_bytes(&group_bytes).and_then(|g| inner.groups.get(&g))
     else {
-        return Err(group_mismatch(&inner.peer, &group_bytes, None));
+        return Err(group_mismatch(&inner.peer, &group_bytes));
     };
     let sm = Arc::clone(sm);
     match request.r#type {

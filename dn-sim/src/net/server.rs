@@ -350,7 +350,9 @@ async fn start_ratis(
         ))
         .max_decoding_message_size(common::ratis::MAX_MESSAGE_SIZE)
         .max_encoding_message_size(common::ratis::MAX_MESSAGE_SIZE);
+    // ResetLayer: an over-limit request on a stream that has answered is reset, not answered.
     let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)
+        .layer(ResetLayer)
         .add_service(service);
     background.push(tokio::spawn(async move {
         if let Err(e) = router.serve_with_incoming(incoming).await {
