@@ -65,6 +65,14 @@ pub struct Args {
     #[arg(long, value_name = "HOST:PORT", requires = "real_addr")]
     pub real_http: Option<String>,
 
+    /// The Ratis client port of the DataNode at --real-addr (`ratis` scenarios).
+    #[arg(long, value_name = "HOST:PORT", requires = "real_addr")]
+    pub real_ratis: Option<String>,
+
+    /// The pipeline (Raft group) of the DataNode at --real-addr (`$PIPELINE`).
+    #[arg(long, value_name = "UUID", requires = "real_ratis")]
+    pub real_pipeline: Option<String>,
+
     /// Shell command line starting dn-sim; the runner appends `--listen`, `--metrics-listen`,
     /// `--containers`, the UUID and version flags and `-D key=value` per config key.
     #[arg(
@@ -113,6 +121,14 @@ pub struct Args {
     /// The HTTP port (/prom) of the dn-sim at --sim-addr.
     #[arg(long, value_name = "HOST:PORT", requires = "sim_addr")]
     pub sim_http: Option<String>,
+
+    /// The Ratis client port of the dn-sim at --sim-addr (`ratis` scenarios).
+    #[arg(long, value_name = "HOST:PORT", requires = "sim_addr")]
+    pub sim_ratis: Option<String>,
+
+    /// The pipeline (Raft group) of the dn-sim at --sim-addr (`$PIPELINE`).
+    #[arg(long, value_name = "UUID", requires = "sim_ratis")]
+    pub sim_pipeline: Option<String>,
 
     /// How long a started target may take to be ready.
     #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]

@@ -65,7 +65,13 @@ impl Client {
         Ok(Client { channel, timeout })
     }
 
-    fn grpc(&self) -> tonic::client::Grpc<Channel> {
+    /// How long each answer may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// A raw-bytes gRPC client on the connection, with [`MAX_MESSAGE`] both ways.
+    pub fn grpc(&self) -> tonic::client::Grpc<Channel> {
         tonic::client::Grpc::new(self.channel.clone())
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE)

@@ -100,19 +100,31 @@ pub fn normalize_bytes(data: &[u8]) -> Json {
 }
 
 /// Normalises one answer (`{"response": …}`, `{"status": …}`, `{"no_answer": …}`, `{"prom": …}`,
-/// `{"undecodable": …}`), returning the normalised copy.
+/// `{"undecodable": …}`, `{"raft_reply": …}`), returning the normalised copy.
 pub fn normalize_answer(answer: &Json) -> Json {
     let mut out = answer.clone();
     if let Some(obj) = out.as_object_mut() {
         for (key, value) in obj.iter_mut() {
             match key.as_str() {
                 "response" => normalize_message(&crate::proto::response_descriptor(), value, false),
+                "raft_reply" => normalize_raft_reply(value),
                 "prom" => {}
                 _ => normalize_untyped(value),
             }
         }
     }
     out
+}
+
+/// A Raft reply (`crate::ratis`, ids and indexes already shown as `$DN`, `$BASE+k`, …): the
+/// container command's answer it carries as any answer, the rest by the string rules.
+fn normalize_raft_reply(reply: &mut Json) {
+    let message = reply.as_object_mut().and_then(|o| o.remove("message"));
+    normalize_untyped(reply);
+    if let (Some(mut message), Some(obj)) = (message, reply.as_object_mut()) {
+        message = normalize_answer(&message);
+        obj.insert("message".into(), message);
+    }
 }
 
 /// Normalises a message's JSON (as `proto::message_to_json` renders it) in place, guided by its

@@ -3,7 +3,8 @@
 //! In any string value:
 //! - `$C1` … `$C9`: the scenario's pre-created OPEN containers (distinct, never reused);
 //! - `$NEW1` … `$NEW9`: container IDs that exist nowhere (never reused);
-//! - `$DN`: the target's DataNode UUID; `$OTHER_UUID`: a fixed UUID that is no DataNode's.
+//! - `$DN`: the target's DataNode UUID; `$OTHER_UUID`: a fixed UUID that is no DataNode's;
+//! - `$PIPELINE`: the target's pipeline (its Raft group on the Ratis port).
 //!
 //! As a whole string value:
 //! - `$bytes:N` / `$bytes:N:S`: N bytes of the deterministic pattern [`pattern`] (seed S, default
@@ -37,6 +38,8 @@ pub struct Bindings {
     pub new_containers: Vec<u64>,
     /// `$DN`
     pub datanode_uuid: String,
+    /// `$PIPELINE` (empty when the target names none)
+    pub pipeline: String,
 }
 
 /// How many `$Ck` and `$NEWk` a scenario uses (the highest k of each).
@@ -65,6 +68,7 @@ enum Token {
     New(usize),
     Dn,
     OtherUuid,
+    Pipeline,
 }
 
 fn parse_token(name: &str) -> Option<Token> {
@@ -75,6 +79,7 @@ fn parse_token(name: &str) -> Option<Token> {
     match name {
         "DN" => Some(Token::Dn),
         "OTHER_UUID" => Some(Token::OtherUuid),
+        "PIPELINE" => Some(Token::Pipeline),
         _ => {
             if let Some(d) = name.strip_prefix("NEW") {
                 index(d).map(Token::New)
@@ -201,6 +206,7 @@ fn substitute_tokens(s: &str, b: &Bindings) -> anyhow::Result<String> {
             Some(Token::New(k)) => pick(&b.new_containers, k, "$NEW"),
             Some(Token::Dn) => Ok(b.datanode_uuid.clone()),
             Some(Token::OtherUuid) => Ok(OTHER_UUID.to_string()),
+            Some(Token::Pipeline) => Ok(b.pipeline.clone()),
             None => Err(anyhow!("unknown placeholder ${} in {s:?}", &caps[1])),
         };
         value.unwrap_or_else(|e| {
@@ -356,6 +362,7 @@ mod tests {
             containers: vec![5, 6],
             new_containers: vec![1_000_001],
             datanode_uuid: "3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab".into(),
+            pipeline: "00000000-0000-4000-8000-000000009858".into(),
         }
     }
 

@@ -36,6 +36,8 @@ pub fn summarize(answer: &Json) -> String {
         }
     } else if let Some(why) = answer.get("no_answer") {
         format!("no answer ({})", why.as_str().unwrap_or("?"))
+    } else if let Some(reply) = answer.get("raft_reply") {
+        raft_summary(reply, &one_line)
     } else if let Some(p) = answer.get("prom") {
         crate::prom::summary(p)
     } else if answer.get("undecodable").is_some() {
@@ -44,6 +46,48 @@ pub fn summarize(answer: &Json) -> String {
         format!("runner error: {}", one_line(e.as_str().unwrap_or("?")))
     } else {
         one_line(&answer.to_string())
+    }
+}
+
+/// A Raft reply in a line: `raft L$BASE+1: SUCCESS` (its log index, then the command's answer),
+/// `raft: StateMachineException "…"`; a commit index short of the stream's last log index is
+/// shown (`C$BASE+0`), one that covers it is not.
+fn raft_summary(reply: &Json, one_line: &dyn Fn(&str) -> String) -> String {
+    let index = |v: Option<&Json>| match v {
+        Some(Json::String(s)) => s.clone(),
+        Some(Json::Number(n)) if n.as_u64() != Some(0) => n.to_string(),
+        _ => String::new(),
+    };
+    let log = index(reply.get("logIndex"));
+    let commit = index(
+        reply
+            .get("commitInfos")
+            .and_then(|c| c.get(0))
+            .and_then(|c| c.get("commitIndex")),
+    );
+    let mut head = "raft".to_string();
+    if log == "covers" {
+        // A watch's reply: its index has reached the watched one.
+        head.push_str(" watched index reached");
+    } else if !log.is_empty() {
+        head.push_str(&format!(" L{log}"));
+    }
+    if !commit.is_empty() && commit != "covers" {
+        head.push_str(&format!(" C{commit}"));
+    }
+    if let Some(e) = reply.get("exception") {
+        let class = e.get("class").and_then(Json::as_str).unwrap_or("");
+        let class = class.rsplit('.').next().unwrap_or(class);
+        let kind = e.get("kind").and_then(Json::as_str).unwrap_or("exception");
+        let name = if class.is_empty() { kind } else { class };
+        return match e.get("message").and_then(Json::as_str) {
+            Some(m) if !m.is_empty() => format!("{head}: {name} \"{}\"", one_line(m)),
+            _ => format!("{head}: {name}"),
+        };
+    }
+    match reply.get("message") {
+        Some(m) => format!("{head}: {}", summarize(m)),
+        None => head,
     }
 }
 

@@ -6,6 +6,7 @@ use crate::client::{Client, OneStream};
 use crate::outcome::{Outcome, StepResult, Verdict};
 use crate::placeholders::Bindings;
 use crate::prom::{self, Snapshot};
+use crate::ratis::RatisStream;
 use crate::scenario::{self, Config, Scenario, StepKind, StreamMode};
 use crate::target::{self, Endpoint, Process, SimOptions};
 use anyhow::{Context as _, anyhow, bail};
@@ -80,9 +81,12 @@ pub fn config_text(config: &Config) -> String {
     }
 }
 
-/// One target's connection and addresses.
+/// One target's connections and addresses.
 struct Side {
     client: Client,
+    /// To the Ratis client port, when the target has one and a scenario of the group needs it
+    /// (else why not).
+    ratis: Result<Client, String>,
     endpoint: Endpoint,
 }
 
@@ -96,6 +100,44 @@ fn message(kind: &StepKind, bindings: &Bindings) -> anyhow::Result<Bytes> {
         StepKind::Raw(bytes) => Ok(Bytes::from(bytes.clone())),
         _ => bail!("not a message step"),
     }
+}
+
+/// A connection to a target's Ratis client port, or why there is none.
+async fn ratis_connection(
+    endpoint: &Endpoint,
+    wanted: bool,
+    timeout: Duration,
+) -> Result<Client, String> {
+    if !wanted {
+        return Err("no scenario of the group needs the Ratis port".into());
+    }
+    let addr = endpoint
+        .ratis
+        .as_deref()
+        .ok_or("the target names no Ratis port")?;
+    Client::connect(addr, timeout)
+        .await
+        .map_err(|e| format!("the Ratis port: {e:#}"))
+}
+
+/// A `ratis` scenario's stream on one side: its Ratis connection, pipeline and client id.
+fn ratis_stream(side: &Side, scenario: &str) -> Result<RatisStream, String> {
+    let client = side.ratis.clone()?;
+    let pipeline = side
+        .endpoint
+        .pipeline
+        .as_deref()
+        .ok_or("the target names no pipeline")?;
+    let pipeline = uuid::Uuid::parse_str(pipeline)
+        .map_err(|e| format!("the target's pipeline {pipeline:?} is no UUID: {e}"))?;
+    Ok(RatisStream::new(
+        client,
+        crate::ratis::Names {
+            datanode_uuid: side.endpoint.uuid.clone(),
+            pipeline,
+            client_id: crate::ratis::client_id(scenario),
+        },
+    ))
 }
 
 /// A scrape of `/prom` once the listed metrics have stopped moving for `settle`: a real
@@ -151,6 +193,7 @@ async fn play(side: &Side, planned: &Planned, settle: Duration) -> Vec<StepResul
         containers: planned.containers.clone(),
         new_containers: planned.new_containers.clone(),
         datanode_uuid: side.endpoint.uuid.clone(),
+        pipeline: side.endpoint.pipeline.clone().unwrap_or_default(),
     };
     let http = side.endpoint.http.as_deref();
     let prom_names: Vec<String> = scenario
@@ -169,6 +212,9 @@ async fn play(side: &Side, planned: &Planned, settle: Duration) -> Vec<StepResul
     };
     let mut stream: Option<OneStream> =
         (scenario.stream == StreamMode::OneStream).then(|| side.client.stream());
+    // A `ratis` scenario's stream, or why there is none.
+    let mut raft: Option<Result<RatisStream, String>> =
+        (scenario.stream == StreamMode::Ratis).then(|| ratis_stream(side, &scenario.name));
     let mut results = Vec::new();
     for (i, step) in scenario.steps.iter().enumerate() {
         let mut push = |repeat: u32, answer: Json| {
@@ -196,6 +242,16 @@ async fn play(side: &Side, planned: &Planned, settle: Duration) -> Vec<StepResul
                 };
                 push(1, answer);
             }
+            StepKind::Watch => {
+                for r in 1..=step.repeat {
+                    let answer = match raft.as_mut() {
+                        Some(Ok(raft)) => raft.send(None, &step.ratis).await,
+                        Some(Err(why)) => json!({"runner_error": why.clone()}),
+                        None => json!({"runner_error": "a watch outside a ratis scenario"}),
+                    };
+                    push(r, answer);
+                }
+            }
             kind => {
                 let bytes = match message(kind, &bindings) {
                     Ok(b) => b,
@@ -207,9 +263,19 @@ async fn play(side: &Side, planned: &Planned, settle: Duration) -> Vec<StepResul
                     }
                 };
                 for r in 1..=step.repeat {
-                    let answer = match stream.as_mut() {
-                        Some(s) => s.send(bytes.clone()).await,
-                        None => side.client.per_request(bytes.clone()).await,
+                    let answer = match (raft.as_mut(), stream.as_mut()) {
+                        (Some(Ok(raft)), _) => {
+                            let mut answer = if step.ratis.grpc {
+                                side.client.per_request(bytes.clone()).await
+                            } else {
+                                raft.send(Some(&bytes), &step.ratis).await
+                            };
+                            crate::ratis::relative_bcs_ids(&mut answer, raft.base());
+                            answer
+                        }
+                        (Some(Err(why)), _) => json!({"runner_error": why.clone()}),
+                        (None, Some(s)) => s.send(bytes.clone()).await,
+                        (None, None) => side.client.per_request(bytes.clone()).await,
                     };
                     push(r, answer);
                 }
@@ -284,6 +350,8 @@ impl Run {
                 addr: addr.clone(),
                 uuid: uuid.clone(),
                 http: self.args.real_http.clone(),
+                ratis: self.args.real_ratis.clone(),
+                pipeline: self.args.real_pipeline.clone(),
             }),
             _ => Launch::Start,
         }
@@ -295,6 +363,8 @@ impl Run {
                 addr: addr.clone(),
                 uuid: uuid.clone(),
                 http: self.args.sim_http.clone(),
+                ratis: self.args.sim_ratis.clone(),
+                pipeline: self.args.sim_pipeline.clone(),
             }),
             _ => Launch::Start,
         }
@@ -493,6 +563,7 @@ async fn run(args: Args) -> ExitCode {
             uuid_flag: flag(&args.sim_uuid_flag).await,
             version_flag: flag(&args.sim_version_flag).await,
             ready_file: target::help_mentions(&args.sim_cmd, "--ready-file").await,
+            pipeline_flag: target::help_mentions(&args.sim_cmd, "--pipeline-id").await,
             ozone_version: args.ozone_version.clone(),
         })
     } else {
@@ -599,12 +670,20 @@ async fn run_group(
             return Err(e.context("a target does not accept gRPC connections"));
         }
     };
+    // The Ratis ports only when a scenario of the group needs them.
+    let wants_ratis = list.iter().any(|p| p.scenario.stream == StreamMode::Ratis);
+    let (real_ratis, sim_ratis) = tokio::join!(
+        ratis_connection(&real_endpoint, wants_ratis, timeout),
+        ratis_connection(&sim_endpoint, wants_ratis, timeout)
+    );
     let real_side = Side {
         client: real_client,
+        ratis: real_ratis,
         endpoint: real_endpoint.clone(),
     };
     let sim_side = Side {
         client: sim_client,
+        ratis: sim_ratis,
         endpoint: sim_endpoint.clone(),
     };
     for planned in list {

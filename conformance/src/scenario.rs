@@ -23,6 +23,9 @@ pub enum StreamMode {
     PerRequest,
     /// One bidi stream for all steps; each answer is awaited before the next request.
     OneStream,
+    /// Raft requests on one `ordered` stream of the Ratis client port (`crate::ratis`); a step
+    /// with `ratis.grpc` goes per request to the gRPC port instead.
+    Ratis,
 }
 
 impl StreamMode {
@@ -30,6 +33,7 @@ impl StreamMode {
         match self {
             StreamMode::PerRequest => "per-request",
             StreamMode::OneStream => "one-stream",
+            StreamMode::Ratis => "ratis",
         }
     }
 }
@@ -72,6 +76,8 @@ pub struct Step {
     /// Sent this many times.
     pub repeat: u32,
     pub note: Option<String>,
+    /// How it goes on the Ratis port (`ratis` scenarios only).
+    pub ratis: crate::ratis::StepOptions,
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +89,8 @@ pub enum StepKind {
     Sleep(Duration),
     /// Metric names whose deltas since the scenario's start are compared.
     Prom(Vec<String>),
+    /// A Raft `watch` with no command (`ratis` scenarios: `{"ratis": {"type": "watch"}}`).
+    Watch,
 }
 
 impl StepKind {
@@ -97,6 +105,7 @@ impl StepKind {
             StepKind::Raw(bytes) => format!("raw {} bytes", bytes.len()),
             StepKind::Sleep(d) => format!("sleep {} ms", d.as_millis()),
             StepKind::Prom(_) => "prom".into(),
+            StepKind::Watch => "watch".into(),
         }
     }
 }
@@ -138,6 +147,7 @@ struct StepSpec {
     compare: Option<bool>,
     repeat: Option<u32>,
     note: Option<String>,
+    ratis: Option<crate::ratis::StepOptions>,
 }
 
 /// Bindings used to check at load time that every request substitutes and encodes.
@@ -146,6 +156,7 @@ fn dry_run_bindings() -> Bindings {
         containers: (1..=9).collect(),
         new_containers: (1_000_001..=1_000_009).collect(),
         datanode_uuid: placeholders::OTHER_UUID.into(),
+        pipeline: placeholders::OTHER_UUID.into(),
     }
 }
 
@@ -172,7 +183,34 @@ fn config_value(key: &str, value: &Json) -> anyhow::Result<String> {
     }
 }
 
-fn step(spec: StepSpec) -> anyhow::Result<Step> {
+fn step(spec: StepSpec, stream: StreamMode) -> anyhow::Result<Step> {
+    let ratis = spec.ratis.clone().unwrap_or_default();
+    if spec.ratis.is_some() && stream != StreamMode::Ratis {
+        bail!("ratis options need \"stream\": \"ratis\"");
+    }
+    let watch = ratis.kind == crate::ratis::RaftKind::Watch;
+    if watch && ratis.grpc {
+        bail!("a watch goes on the Ratis port, not over gRPC");
+    }
+    if watch {
+        if spec.request.is_some()
+            || spec.raw_hex.is_some()
+            || spec.sleep_ms.is_some()
+            || spec.prom.is_some()
+        {
+            bail!("a watch step has no request, raw_hex, sleep_ms or prom");
+        }
+        return Ok(Step {
+            kind: StepKind::Watch,
+            compare: spec.compare.unwrap_or(true),
+            repeat: spec.repeat.unwrap_or(1).max(1),
+            note: spec.note,
+            ratis,
+        });
+    }
+    if spec.ratis.is_some() && spec.request.is_none() && spec.raw_hex.is_none() {
+        bail!("ratis options go with a request or raw_hex step");
+    }
     let given = [
         spec.request.is_some(),
         spec.raw_hex.is_some(),
@@ -222,6 +260,7 @@ fn step(spec: StepSpec) -> anyhow::Result<Step> {
         compare: spec.compare.unwrap_or(true),
         repeat,
         note: spec.note,
+        ratis,
     })
 }
 
@@ -254,16 +293,18 @@ fn scenario(family: &str, file: &Path, spec: ScenarioSpec) -> anyhow::Result<Sce
     let mut needs = Needs::default();
     let mut steps = Vec::new();
     for (i, s) in spec.steps.into_iter().enumerate() {
-        let step = step(s).with_context(|| format!("{}, step {}", ctx(), i + 1))?;
+        let step = step(s, spec.stream).with_context(|| format!("{}, step {}", ctx(), i + 1))?;
         if let StepKind::Request(json) = &step.kind {
             needs = needs.max(placeholders::needs(json)?);
         }
         steps.push(step);
     }
-    if !steps
-        .iter()
-        .any(|s| matches!(s.kind, StepKind::Request(_) | StepKind::Raw(_)))
-    {
+    if !steps.iter().any(|s| {
+        matches!(
+            s.kind,
+            StepKind::Request(_) | StepKind::Raw(_) | StepKind::Watch
+        )
+    }) {
         bail!("{}: no request or raw_hex step", ctx());
     }
     if let Some(d) = &spec.declared

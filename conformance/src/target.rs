@@ -32,6 +32,10 @@ pub struct Endpoint {
     pub uuid: String,
     /// The HTTP port serving `/prom`, `HOST:PORT`.
     pub http: Option<String>,
+    /// The Ratis client port, `HOST:PORT` (`ratis` scenarios).
+    pub ratis: Option<String>,
+    /// The pipeline whose Raft group the Ratis port hosts, with the containers (`$PIPELINE`).
+    pub pipeline: Option<String>,
 }
 
 /// A started target.
@@ -270,12 +274,16 @@ async fn read_info(info: &Path, addr: &str) -> anyhow::Result<Endpoint> {
             addr: addr.to_string(),
             uuid: String::new(),
             http: None,
+            ratis: None,
+            pipeline: None,
         };
         for line in text.lines() {
             match line.trim().split_once(char::is_whitespace) {
                 Some(("datanode", a)) => endpoint.addr = a.trim().to_string(),
                 Some(("uuid", u)) => endpoint.uuid = u.trim().to_string(),
                 Some(("http", h)) => endpoint.http = Some(h.trim().to_string()),
+                Some(("ratis", r)) => endpoint.ratis = Some(r.trim().to_string()),
+                Some(("pipeline", p)) => endpoint.pipeline = Some(p.trim().to_string()),
                 _ => {}
             }
         }
@@ -356,6 +364,8 @@ pub struct SimOptions {
     /// The binary has `--ready-file` (dn-sim's): it binds port 0 and reports the ports it got,
     /// so none is guessed. Without it, ports are picked free and handed over.
     pub ready_file: bool,
+    /// The binary has `--pipeline-id`: it gets a new pipeline, named in `$PIPELINE`.
+    pub pipeline_flag: bool,
     pub ozone_version: String,
 }
 
@@ -381,6 +391,7 @@ pub async fn start_sim(
         )
     };
     let uuid = new_uuid();
+    let pipeline = options.pipeline_flag.then(new_uuid);
     let mut args = vec![
         "--listen".to_string(),
         addr.clone(),
@@ -398,6 +409,9 @@ pub async fn start_sim(
     if let Some(flag) = &options.version_flag {
         args.extend([flag.clone(), options.ozone_version.clone()]);
     }
+    if let Some(p) = &pipeline {
+        args.extend(["--pipeline-id".to_string(), p.clone()]);
+    }
     args.extend(config_args(config));
     let line = if options.extra_args.trim().is_empty() {
         options.command_line.clone()
@@ -408,6 +422,7 @@ pub async fn start_sim(
     let stdout = process.child.stdout.take().expect("stdout is piped");
     drain_into_log(stdout, log.clone(), "stdout: ");
     let deadline = Instant::now() + timeout;
+    let mut ratis = None;
     loop {
         if let Ok(Some(status)) = process.child.try_wait() {
             bail!(
@@ -427,6 +442,7 @@ pub async fn start_sim(
                 match (line("client "), line("admin ")) {
                     (Some(c), Some(a)) => {
                         (addr, http) = (c, a);
+                        ratis = line("ratis ");
                         break;
                     }
                     _ => bail!("dn-sim's ready file lacks a client or admin line: {text}"),
@@ -454,6 +470,8 @@ pub async fn start_sim(
             addr,
             uuid,
             http: Some(http),
+            ratis,
+            pipeline,
         },
         process,
     ))
@@ -531,6 +549,8 @@ mod tests {
                 addr: "127.0.0.1:1".into(),
                 uuid: "3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab".into(),
                 http: Some("127.0.0.1:2".into()),
+                ratis: None,
+                pipeline: None,
             }
         );
         let pgid = process.pgid;

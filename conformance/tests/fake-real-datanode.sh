@@ -4,7 +4,8 @@
 #
 #   fake-real-datanode.sh DN_SIM [DN_SIM_ARGS...] --containers LIST --info FILE [-D KEY=VALUE...]
 #
-# It starts DN_SIM on free 127.0.0.1 ports, writes FILE (`datanode`, `uuid`, `http` lines), prints
+# It starts DN_SIM on 127.0.0.1 port 0 with a pipeline of its own, writes FILE (`datanode`, `uuid`,
+# `http`, `ratis`, `pipeline` lines) from the ports DN_SIM reports in its ready file, prints
 # `datanode 127.0.0.1:PORT` once it serves, and stops dn-sim when its stdin closes or on SIGTERM.
 set -u
 
@@ -33,16 +34,8 @@ if "$dn_sim" --help 2>/dev/null | grep -q -- '--datanode-uuid'; then
     uuid_args=(--datanode-uuid "$uuid")
 fi
 
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-pick_port() {
-    local p
-    while :; do
-        p=$((20000 + RANDOM % 40000))
-        listening "$p" || { echo "$p"; return; }
-    done
-}
-
+pipeline=$(cat /proc/sys/kernel/random/uuid)
+ready=$(mktemp -u "${TMPDIR:-/tmp}/fake-real-datanode.XXXXXX")
 pid=
 reader=
 stop() {
@@ -51,34 +44,31 @@ stop() {
         kill -TERM "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null
     fi
+    rm -f "$ready"
     exit 0
 }
 trap stop TERM INT
 
-for attempt in 1 2 3; do
-    port=$(pick_port)
-    http=$(pick_port)
-    [ "$port" = "$http" ] && continue
-    "$dn_sim" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$http" \
-        --containers "$containers" "${uuid_args[@]}" "${args[@]}" </dev/null >&2 &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-        if listening "$port" && listening "$http"; then
-            break
-        fi
-        sleep 0.05
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        break
+# Port 0 everywhere; the ports dn-sim got come from its ready file.
+"$dn_sim" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --ready-file "$ready" \
+    --pipeline-id "$pipeline" --containers "$containers" "${uuid_args[@]}" "${args[@]}" </dev/null >&2 &
+pid=$!
+until [ -f "$ready" ]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+        echo "fake-real-datanode: dn-sim exited before serving" >&2
+        exit 1
     fi
-    wait "$pid" 2>/dev/null
-    pid=
-    echo "fake-real-datanode: dn-sim did not start (attempt $attempt)" >&2
+    sleep 0.05
 done
-[ -n "$pid" ] || exit 1
-
-printf 'datanode 127.0.0.1:%s\nuuid %s\nhttp 127.0.0.1:%s\n' "$port" "$uuid" "$http" > "$info"
-echo "datanode 127.0.0.1:$port"
+field() { awk -v k="$1" '$1 == k {print $2}' "$ready"; }
+port=$(field client)
+{
+    echo "datanode $port"
+    echo "uuid $uuid"
+    echo "http $(field admin)"
+    [ -n "$(field ratis)" ] && echo "ratis $(field ratis)" && echo "pipeline $pipeline"
+} > "$info"
+echo "datanode $port"
 
 # Serve until stdin closes (the runner keeps it open) or dn-sim exits.
 exec 3<&0

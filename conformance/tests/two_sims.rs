@@ -226,6 +226,73 @@ fn two_dn_sims_answer_alike() {
     );
 }
 
+/// The shipped Ratis scenarios through the Ratis transport, dn-sim on both sides: every answer a
+/// Raft reply or a stream's end, ids and log indexes shown relative to each side's own.
+#[test]
+fn two_dn_sims_answer_alike_over_ratis() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("answers.json");
+    let ratis = Path::new(MANIFEST).join("scenarios/ratis.json");
+    let expected = conformance::scenario::load(std::slice::from_ref(&ratis))
+        .expect("scenarios load")
+        .iter()
+        .filter(|s| s.runs_on("2.2"))
+        .count();
+    assert!(expected >= 12, "{expected} Ratis scenarios");
+    let real_cmd = fake_real_cmd("");
+    let sim_cmd = dn_sim().display().to_string();
+    let out = conformance(&[
+        "--scenarios",
+        ratis.to_str().unwrap(),
+        "--real-cmd",
+        &real_cmd,
+        "--sim-cmd",
+        &sim_cmd,
+        "--sim-extra-args",
+        "--threads 1",
+        "--containers",
+        "1-50",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        last_line(&stdout),
+        format!("{expected} identical, 0 declared, 0 differ")
+    );
+    // A write's reply: its log index (the next write's is two on: the metadata entry that
+    // recorded the commit between them), the command's answer.
+    assert!(
+        stdout.contains("| ratis-echo-write | raft L$BASE+1: SUCCESS; raft L$BASE+3: SUCCESS |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("GroupMismatchException")
+            || stdout.contains("The group (group-00000000BEEF)"),
+        "{stdout}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let put = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "ratis-bcsid-then-grpc-getblock")
+        .unwrap();
+    // PutBlock's bcsId is its log index; GetBlock over gRPC reports the same.
+    let reply = &put["real"][1]["normalized"]["raft_reply"];
+    assert_eq!(reply["logIndex"], "$BASE+3", "{reply}");
+    assert_eq!(
+        reply["message"]["response"]["putBlock"]["committedBlockLength"]["blockID"]["blockCommitSequenceId"],
+        "$BASE+3"
+    );
+    assert_eq!(
+        put["real"][2]["normalized"]["response"]["getBlock"]["blockData"]["blockID"]["blockCommitSequenceId"],
+        "$BASE+3"
+    );
+}
+
 #[test]
 fn a_different_config_makes_a_difference() {
     let dir = tempfile::tempdir().unwrap();
