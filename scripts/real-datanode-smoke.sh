@@ -22,7 +22,7 @@ fi
 work="$(mktemp -d)"
 fifo="$work/stdin"
 mkfifo "$fifo"
-scripts/real-datanode.sh --ozone-version "$version" --containers 1-2 <"$fifo" >"$work/out" 2>"$work/log" &
+scripts/real-datanode.sh --ozone-version "$version" --containers 1-3 <"$fifo" >"$work/out" 2>"$work/log" &
 dn=$!
 exec 9>"$fifo" # holds the DataNode's stdin open; closing it stops the DataNode
 cleanup() {
@@ -80,8 +80,9 @@ target=$ratis run -n 1000 -t 4 --pipeline 8 --ratis --pipeline-id "$pipeline" --
 # then the same blocks again from the manifest. loadgen exits non-zero on any failure or
 # data-integrity error.
 blocks() {
-    echo "+ loadgen $1 --target $addr ${*:2}"
-    if ! "$loadgen" "$1" --target "$addr" --container-id 2 "${@:2}" >"$work/blocks.txt" 2>&1; then
+    local target=${target:-$addr} container=${container:-2}
+    echo "+ loadgen $1 --target $target --container-id $container ${*:2}"
+    if ! "$loadgen" "$1" --target "$target" --container-id "$container" "${@:2}" >"$work/blocks.txt" 2>&1; then
         tail -30 "$work/blocks.txt" >&2
         echo "real-datanode-smoke.sh: loadgen $1 failed against the real DataNode" >&2
         exit 1
@@ -90,4 +91,9 @@ blocks() {
 }
 blocks write -n 40 -t 2 --write-size 1MB --then-read --manifest "$work/manifest.jsonl"
 blocks read -t 2 --manifest "$work/manifest.jsonl"
-echo "real-datanode-smoke: loadgen echo (closed and open loop, and over Ratis), write --then-read and read --manifest against a real Ozone $version DataNode: every request succeeded, every byte verified"
+# Ozone's default write path: the same writes as Raft transactions on the Ratis port (container 3,
+# in the pipeline), then every block read back over the gRPC port, as Ozone reads RATIS data.
+target=$ratis container=3 blocks write -n 40 -t 2 --write-size 1MB --ratis --pipeline-id "$pipeline" \
+    --manifest "$work/ratis-manifest.jsonl"
+container=3 blocks read -t 2 --manifest "$work/ratis-manifest.jsonl"
+echo "real-datanode-smoke: loadgen echo (closed and open loop, and over Ratis), write --then-read, write over Ratis and read --manifest against a real Ozone $version DataNode: every request succeeded, every byte verified"

@@ -211,9 +211,14 @@ impl RunConfig {
             },
         };
         if c.ratis {
-            if moves_data {
+            if matches!(workload, WorkloadConfig::Read(_)) {
                 return Err(Error::Usage(
-                    "--ratis: this loadgen sends echoes over Ratis only (write and read use the gRPC port)".into(),
+                    "--ratis: Ozone reads a RATIS pipeline's blocks over the gRPC port (the pipeline's STANDALONE copy), so read has no --ratis".into(),
+                ));
+            }
+            if moves_data && c.pipeline > 1 {
+                return Err(Error::Usage(
+                    "--pipeline: write --ratis sends a unit's RPCs one at a time on its worker's stream".into(),
                 ));
             }
             if c.target.as_deref() == Some("null") {

@@ -1,6 +1,7 @@
-//! `loadgen echo --ratis`: Ozone's Ratis path (an ordered Raft stream opened by a dummy watch)
-//! against dn-sim's Ratis port, in-process: Raft writes and reads succeed with requests in
-//! flight, and a pipeline the DataNode does not host fails as Ratis says (GroupMismatchException).
+//! `loadgen echo --ratis` and `write --ratis`: Ozone's Ratis path (an ordered Raft stream opened
+//! by a dummy watch) against dn-sim's Ratis port, in-process: Raft writes and reads succeed with
+//! requests in flight, blocks written through Raft read back over the gRPC port, and a pipeline
+//! the DataNode does not host fails as Ratis says (GroupMismatchException).
 
 mod support;
 
@@ -66,8 +67,53 @@ fn a_pipeline_the_datanode_does_not_host_fails_with_group_mismatch() {
 }
 
 #[test]
+fn blocks_written_through_raft_read_back_over_grpc() {
+    let group = uuid::Uuid::from_u128(0xdef);
+    let server = dn_sim_with_ratis(group);
+    let ratis = server.ratis_addr().unwrap().to_string();
+    let grpc = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("blocks.manifest");
+    let manifest = manifest.to_str().unwrap();
+    let group = group.to_string();
+    let w = run_block(&[
+        "write",
+        "--ratis",
+        "--target",
+        &ratis,
+        "--pipeline-id",
+        &group,
+        "-n",
+        "48",
+        "-t",
+        "3",
+        "--write-size",
+        "16KB",
+        "--chunk-size",
+        "16KB",
+        "--bytes-per-checksum",
+        "16KB",
+        "--block-size",
+        "64KB",
+        "--flush-size",
+        "32KB",
+        "--manifest",
+        manifest,
+    ]);
+    assert_eq!(w.successes(), 48, "{}", w.text);
+    assert_eq!(w.results.description.stream_mode, "ratis");
+    // 48 writes of 16 KB in 64 KB blocks: 12 blocks, each committed by PutBlocks over Raft.
+    let r = run_block(&["read", "--target", &grpc, "-t", "2", "--manifest", manifest]);
+    let read = r.results.read.as_ref().expect("a read phase");
+    assert_eq!(read.blocks, 12, "{}", r.text);
+    assert_eq!(read.bytes_verified, 48 * 16 * 1024, "{}", r.text);
+    assert_eq!(r.failures(), 0, "{}", r.text);
+}
+
+#[test]
 fn ratis_flags_that_cannot_work_are_usage_errors() {
-    support::assert_usage_error(&["write", "--ratis"], "--ratis");
+    support::assert_usage_error(&["read", "--ratis"], "--ratis");
+    support::assert_usage_error(&["write", "--ratis", "--pipeline", "2"], "--pipeline");
     support::assert_usage_error(&["echo", "--ratis", "--target", "null"], "--ratis");
     support::assert_usage_error(&["echo", "--pipeline-id", "x"], "--pipeline-id");
 }

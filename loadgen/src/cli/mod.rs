@@ -145,7 +145,8 @@ pub struct CommonArgs {
     /// Ozone's XceiverClientRatis does (freon dn-echo --ratis): one ordered Raft stream per
     /// worker with --pipeline requests in flight, opened by a dummy watch; an echo that is not
     /// --read-only is a Raft write, a read-only one a Raft read. --target is then the Ratis port;
-    /// without --target the embedded dn-sim serves one. Echo only.
+    /// without --target the embedded dn-sim serves one. Echo and write (a unit's RPCs one at a
+    /// time on the worker's stream); not read, which Ozone sends over the gRPC port.
     #[arg(long)]
     pub ratis: bool,
 

@@ -9,7 +9,7 @@
 //! ready). At the end a thread returns when its workers have ended, or aborts them when told to.
 
 use super::resilience::{Resilience, fresh_seed};
-use super::{Shared, WorkerContext, per_request, persistent};
+use super::{Shared, WorkerContext, per_request, persistent, ratis_units};
 use crate::config::{RunConfig, Streams};
 use crate::connection;
 use crate::engine::recorder::{Flush, Recorder};
@@ -206,12 +206,17 @@ impl ThreadPlan {
                     }
                     (Conns::Ratis(list, group), Streams::Persistent { pipeline }) => {
                         let conn = list.iter().find(|(i, _)| *i == c).expect("own connection");
-                        workers.spawn_local(persistent::ratis_worker(
-                            ctx,
-                            conn.1.clone(),
-                            pipeline,
-                            *group,
-                        ));
+                        // One fixed command (echo) is pipelined; a write's units go RPC by RPC.
+                        if ctx.workload.pipelined_request().is_some() {
+                            workers.spawn_local(persistent::ratis_worker(
+                                ctx,
+                                conn.1.clone(),
+                                pipeline,
+                                *group,
+                            ));
+                        } else {
+                            workers.spawn_local(ratis_units::worker(ctx, conn.1.clone(), *group));
+                        }
                     }
                     (Conns::Tonic(_) | Conns::Ratis(..), Streams::PerRequest) => {
                         unreachable!("per-request streams use unary connections")

@@ -17,6 +17,7 @@ mod io_threads;
 pub mod live;
 mod per_request;
 mod persistent;
+mod ratis_units;
 pub mod recorder;
 pub mod request;
 pub mod resilience;

@@ -368,7 +368,22 @@ impl RatisFraming {
     /// The worker's command as the next request of the window: a Raft read when it is
     /// read-only (`HddsUtils.isReadOnly`), else a write.
     pub fn next_request(&mut self) -> RaftClientRequestProto {
-        let r#type = if self.read_only {
+        self.request_with(self.content.clone(), self.read_only)
+    }
+
+    /// Another command (a write unit's WriteChunk, PutBlock) as the next request of the window.
+    pub fn next_request_for(
+        &mut self,
+        request: &ContainerCommandRequestProto,
+    ) -> RaftClientRequestProto {
+        self.request_with(
+            common::ratis::encode_message(request),
+            common::ratis::is_read_only(request),
+        )
+    }
+
+    fn request_with(&mut self, content: bytes::Bytes, read_only: bool) -> RaftClientRequestProto {
+        let r#type = if read_only {
             RaftType::Read(ReadRequestTypeProto::default())
         } else {
             RaftType::Write(WriteRequestTypeProto {
@@ -377,9 +392,7 @@ impl RatisFraming {
         };
         RaftClientRequestProto {
             rpc_request: Some(self.rpc(false)),
-            message: Some(ClientMessageEntryProto {
-                content: self.content.clone(),
-            }),
+            message: Some(ClientMessageEntryProto { content }),
             r#type: Some(r#type),
         }
     }
@@ -430,12 +443,12 @@ impl RatisFraming {
 }
 
 /// `org.apache.ratis.protocol.exceptions.GroupMismatchException` → `GroupMismatchException`.
-fn simple_name(class: &str) -> &str {
+pub(super) fn simple_name(class: &str) -> &str {
     class.rsplit('.').next().unwrap_or(class)
 }
 
 /// A status that ended a Ratis stream: the Ratis exception its `exception-type` names, if any.
-fn ratis_status_failure(status: &Status) -> Failure {
+pub(super) fn ratis_status_failure(status: &Status) -> Failure {
     match status
         .metadata()
         .get(common::ratis::EXCEPTION_TYPE_KEY)
