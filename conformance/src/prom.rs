@@ -4,7 +4,9 @@
 //! - Series are keyed by their labels after normalisation: `hostname` and any label whose name
 //!   contains `host` or `port`, or whose value looks like a UUID, an IP address, `HOST:PORT` or
 //!   this machine's host name, are dropped; path-like values become `<path>` (see
-//!   `normalize::normalize_string`). Series that collapse into one key are added up.
+//!   `normalize::normalize_string`), and a Raft group as Ratis names it (`group-` and 12 hex
+//!   digits: `csm_metrics_*{raftgroupid=…}`, each target's own pipeline) `group-<id>`. Series
+//!   that collapse into one key are added up.
 //! - A counter's answer is its delta since the baseline scrape taken before the scenario's first
 //!   step (a series absent then counts from 0). Gauges (`# TYPE … gauge`, or names ending in
 //!   `_avg_time`, `_stdev_time`, `_min_time`, `_max_time`, `_imin_time`, `_imax_time`) are
@@ -207,6 +209,13 @@ fn looks_local(value: &str, hostname: Option<&str>) -> bool {
         || hostname.is_some_and(|h| value == h || value.split('.').next() == Some(h))
 }
 
+/// `group-XXXXXXXXXXXX`: a `RaftGroupId` as Ratis prints it.
+fn is_raft_group_name(value: &str) -> bool {
+    value
+        .strip_prefix("group-")
+        .is_some_and(|hex| hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// The normalised label key of a series: `{a="x",b="y"}`, sorted, local labels dropped.
 pub fn label_key(labels: &[(String, String)], hostname: Option<&str>) -> String {
     let mut kept: Vec<(String, String)> = labels
@@ -215,7 +224,14 @@ pub fn label_key(labels: &[(String, String)], hostname: Option<&str>) -> String 
             let k = k.to_ascii_lowercase();
             !(k.contains("host") || k.contains("port") || looks_local(v, hostname))
         })
-        .map(|(k, v)| (k.clone(), crate::normalize::normalize_string(v)))
+        .map(|(k, v)| {
+            let v = if is_raft_group_name(v) {
+                "group-<id>".to_string()
+            } else {
+                crate::normalize::normalize_string(v)
+            };
+            (k.clone(), v)
+        })
         .collect();
     kept.sort();
     let inner: Vec<String> = kept
@@ -503,6 +519,21 @@ odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/
         assert!(is_gauge("x_avg_time", Some("counter")));
         assert!(is_gauge("hdds_dispatcher_concurrency", Some("gauge")));
         assert!(!is_gauge("x_num_ops", Some("counter")));
+    }
+
+    #[test]
+    fn a_raft_group_label_is_each_targets_own() {
+        let labels = |group: &str| {
+            vec![
+                ("context".to_string(), "dfs".to_string()),
+                ("raftgroupid".to_string(), group.to_string()),
+                ("hostname".to_string(), "vm".to_string()),
+            ]
+        };
+        let real = label_key(&labels("group-DC56E1BF5C12"), Some("vm"));
+        assert_eq!(real, r#"{context="dfs",raftgroupid="group-<id>"}"#);
+        assert_eq!(real, label_key(&labels("group-000000009858"), Some("vm")));
+        assert_ne!(real, label_key(&labels("group-XYZ"), Some("vm")));
     }
 
     #[test]

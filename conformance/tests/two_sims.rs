@@ -252,6 +252,8 @@ fn two_dn_sims_answer_alike_over_ratis() {
         "--threads 1",
         "--containers",
         "1-50",
+        "--prom-settle",
+        "300ms",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -260,6 +262,18 @@ fn two_dn_sims_answer_alike_over_ratis() {
     assert_eq!(
         last_line(&stdout),
         format!("{expected} identical, 0 declared, 0 differ")
+    );
+    // ContainerStateMachine's metrics moved as the scenario's Raft requests say.
+    assert!(
+        stdout.contains("csm_metrics_num_apply_transaction_ops +3")
+            && stdout.contains("csm_metrics_num_query_state_machine_ops +2")
+            && stdout.contains("csm_metrics_num_bytes_committed_count +4096"),
+        "{stdout}"
+    );
+    // A write refused at startTransaction: counted, and pending_apply_transactions stays up.
+    assert!(
+        stdout.contains("csm_metrics_num_container_not_open_verify_failures +1"),
+        "{stdout}"
     );
     // A write's reply: its log index (the next write's is two on: the metadata entry that
     // recorded the commit between them), the command's answer.

@@ -43,6 +43,9 @@ pub struct ContainerMetrics {
     /// (count, total_ns) per type at the previous scrape, for `_avg_time` over the last interval as
     /// Hadoop's MutableRate reports it (0.0 for an interval without samples).
     previous: Mutex<Vec<(u64, u64)>>,
+    /// The `CSMMetrics` of the Raft groups the Ratis port hosts (registered once at start; only a
+    /// scrape reads the list).
+    state_machines: Mutex<Vec<std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>>>,
 }
 
 impl ContainerMetrics {
@@ -58,7 +61,19 @@ impl ContainerMetrics {
             num_ops: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
+            state_machines: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Renders a Raft group's `CSMMetrics` with the DataNode's (`csm_metrics_*`).
+    pub fn register_state_machine(
+        &self,
+        metrics: std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>,
+    ) {
+        self.state_machines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(metrics);
     }
 
     fn dn(&self, t: Type) -> &DnType {
@@ -206,6 +221,14 @@ impl ContainerMetrics {
             );
         }
         drop(previous);
+        for csm in self
+            .state_machines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            csm.render_into(self.version, host, &mut put);
+        }
         put(
             "hdds_dispatcher_concurrency".into(),
             "counter",
@@ -229,7 +252,7 @@ type Family = (&'static str, Vec<(String, String)>);
 
 /// A double as Java's `Double.toString` prints it (Hadoop's sink writes gauges so): `0.0`,
 /// `1500000.0`, `1.25E7`.
-fn java_double(v: f64) -> String {
+pub(crate) fn java_double(v: f64) -> String {
     if !v.is_finite() {
         return if v.is_nan() {
             "NaN".into()

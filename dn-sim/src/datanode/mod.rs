@@ -11,6 +11,7 @@
 //! whichever front end (the gRPC port, a Ratis port, an in-process null target) feeds it.
 
 pub mod container_ids;
+pub mod csm_metrics;
 pub mod dispatcher;
 pub mod envelope;
 pub mod keyvalue;

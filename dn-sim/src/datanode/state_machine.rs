@@ -50,6 +50,8 @@ pub struct ContainerStateMachine {
     /// Containers whose apply failed while the state machine was healthy.
     unhealthy_containers: Mutex<Vec<i64>>,
     pub retry_cache: RetryCache,
+    /// The group's `CSMMetrics` (`csm_metrics_*` on `/prom`).
+    pub metrics: std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>,
 }
 
 impl ContainerStateMachine {
@@ -68,6 +70,7 @@ impl ContainerStateMachine {
             healthy: AtomicBool::new(true),
             unhealthy_containers: Mutex::new(Vec::new()),
             retry_cache: RetryCache::new(RETRY_CACHE_ENTRIES),
+            metrics: std::sync::Arc::new(crate::datanode::csm_metrics::CsmMetrics::new(group)),
         }
     }
 

@@ -17,6 +17,7 @@
 use crate::datanode::state_machine::{ContainerStateMachine, Lookup, StateMachineError};
 use crate::sim::admission::{Admission, Outcome};
 use crate::sim::rng::RngFactory;
+use common::proto::Type;
 use common::ratis::proto::common::raft_client_reply_proto::ExceptionDetails;
 use common::ratis::proto::common::raft_client_request_proto::Type as RequestType;
 use common::ratis::proto::common::{
@@ -31,6 +32,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -352,30 +354,90 @@ async fn write(
     rpc: &RaftRpcRequestProto,
     request: &RaftClientRequestProto,
 ) -> Result<RaftClientReplyProto, Status> {
+    use crate::datanode::csm_metrics::{Counter, Phase};
     let command = command(sm, request)?;
+    let metrics = &sm.metrics;
+    let started = Instant::now();
+    metrics.pending_apply(1);
     if let Err(e) = sm.start_transaction(inner.admission.store(), &command, false) {
+        // (A refused write leaves pending_apply_transactions up, as ContainerStateMachine does.)
+        metrics.add(
+            if e.class == crate::datanode::state_machine::exception_class::CONTAINER_NOT_OPEN {
+                Counter::ContainerNotOpenVerifyFailures
+            } else {
+                Counter::StartTransactionVerifyFailures
+            },
+            1,
+        );
         return Ok(failure(sm, rpc, e));
     }
+    metrics.phase(Phase::StartTransactionCompleteNs, started.elapsed());
     let index = sm.append();
     sm.committed(index);
     let container_id = command.container_id;
+    let cmd = Type::try_from(command.cmd_type).ok();
+    let chunk_len = command
+        .write_chunk
+        .as_ref()
+        .and_then(|w| w.chunk_data.as_ref())
+        .map_or(0, |c| c.len);
+    let apply_started = Instant::now();
+    metrics.phase(
+        Phase::UntilApplyTransactionNs,
+        apply_started.duration_since(started),
+    );
+    metrics.add(Counter::ApplyTransactionOps, 1);
+    if let Some(t) = cmd {
+        metrics.queueing_delay(t, apply_started.duration_since(started));
+    }
+    if cmd == Some(Type::WriteChunk) {
+        // The state machine data (the chunk) is written as the apply's chunk write here.
+        metrics.add(Counter::WriteStateMachineOps, 1);
+        metrics.phase(
+            Phase::WriteStateMachineQueueingLatencyNs,
+            apply_started.duration_since(started),
+        );
+    }
     let mut rng = inner.rngs.for_stream();
     let context = crate::datanode::dispatcher::DispatcherContext {
         log_index: Some(index),
     };
-    match inner
+    let outcome = inner
         .admission
         .dispatch_in(command, &mut rng, false, context)
-        .await
-    {
-        Outcome::Answer(resp) => match sm.applied(container_id, &resp) {
-            Ok(()) => {
-                let mut reply = success(sm, rpc, Some(resp.encode_to_vec().into()));
-                reply.log_index = index;
-                Ok(reply)
+        .await;
+    let applied = apply_started.elapsed();
+    metrics.phase(Phase::ApplyTransactionNs, applied);
+    metrics.pending_apply(-1);
+    match outcome {
+        Outcome::Answer(resp) => {
+            if let Some(t) = cmd {
+                metrics.pipeline_latency(t, started.elapsed());
             }
-            Err(e) => Ok(failure(sm, rpc, e)),
-        },
+            let ok = resp.result == common::proto::Result::Success as i32;
+            if cmd == Some(Type::WriteChunk) {
+                metrics.phase(Phase::WriteStateMachineDataNs, applied);
+                if ok {
+                    metrics.add(Counter::BytesWrittenCount, chunk_len);
+                } else {
+                    metrics.add(Counter::WriteDataFails, 1);
+                }
+            }
+            match sm.applied(container_id, &resp) {
+                Ok(()) => {
+                    if matches!(cmd, Some(Type::WriteChunk | Type::PutSmallFile)) {
+                        metrics.add(Counter::BytesCommittedCount, chunk_len);
+                    }
+                    let mut reply = success(sm, rpc, Some(resp.encode_to_vec().into()));
+                    reply.log_index = index;
+                    Ok(reply)
+                }
+                Err(e) => {
+                    metrics.add(Counter::ApplyTransactionFails, 1);
+                    Ok(failure(sm, rpc, e))
+                }
+            }
+        }
         other => answer_of(other).await,
     }
 }
@@ -387,6 +449,10 @@ async fn read(
     request: &RaftClientRequestProto,
 ) -> Result<RaftClientReplyProto, Status> {
     let command = command(sm, request)?;
+    sm.metrics.add(
+        crate::datanode::csm_metrics::Counter::QueryStateMachineOps,
+        1,
+    );
     let mut rng = inner.rngs.for_stream();
     match inner.admission.dispatch(command, &mut rng, false).await {
         Outcome::Answer(resp) => Ok(success(sm, rpc, Some(resp.encode_to_vec().into()))),

@@ -338,6 +338,10 @@ async fn start_ratis(
         .iter()
         .map(|&group| {
             let sm = ContainerStateMachine::new(group, &config.datanode_uuid, bound.to_string());
+            admission
+                .metrics
+                .datanode
+                .register_state_machine(Arc::clone(&sm.metrics));
             (group, Arc::new(sm))
         })
         .collect();
