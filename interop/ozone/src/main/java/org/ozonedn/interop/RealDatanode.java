@@ -83,6 +83,9 @@ public final class RealDatanode {
     // few dozen. Writes are still allowed past it (the DataNode only reports full containers).
     conf.set("ozone.scm.container.size", "64MB");
     conf.set("hdds.datanode.volume.min.free.space", "64MB");
+    // Volumes of a fixed 512 GiB (LabSpaceUsage): the reservations of ~300 open containers must
+    // not depend on how much of the build machine's disk is free.
+    conf.set("hdds.datanode.du.factory.classname", LabSpaceUsage.class.getName());
     conf.set("hdds.scm.safemode.min.datanode", "1");
     conf.set("ozone.scm.pipeline.owner.container.count", "1000");
     // OM's gRPC server (for S3 gateways) binds a fixed port, 8981, which MiniOzoneCluster leaves
