@@ -242,11 +242,20 @@ pub async fn start_real(
                 }
                 Ok(None) | Err(_) => {
                     let status = process.child.wait().await.ok();
+                    // The harness's own verdict (`real-datanode: failed…`) last, where a reader
+                    // of only the end sees it, however much shutdown noise came after it.
+                    let verdict: Vec<String> = std::fs::read_to_string(&log)
+                        .unwrap_or_default()
+                        .lines()
+                        .filter(|l| l.starts_with("real-datanode: failed"))
+                        .map(str::to_string)
+                        .collect();
                     bail!(
-                        "the real DataNode exited before it was ready ({}); {}:\n{}",
+                        "the real DataNode exited before it was ready ({}); {}:\n{}\n{}",
                         status.map_or("unknown status".into(), |s| s.to_string()),
                         log.display(),
-                        process.log_tail(20)
+                        process.log_tail(20),
+                        verdict.join("\n")
                     );
                 }
             },

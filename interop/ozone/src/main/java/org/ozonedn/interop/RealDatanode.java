@@ -64,6 +64,13 @@ public final class RealDatanode {
       // and exits, rather than hang without its line.
       System.err.println("real-datanode: failed: " + t);
       t.printStackTrace();
+      // The innermost cause last (after the cluster's shutdown noise), where a log's tail shows it.
+      Throwable root = t;
+      while (root.getCause() != null && root.getCause() != root) {
+        root = root.getCause();
+      }
+      System.err.flush();
+      System.err.println("real-datanode: failed, root cause: " + root);
       System.exit(1);
     }
   }
