@@ -102,10 +102,16 @@ fn blocks_written_through_raft_read_back_over_grpc() {
     ]);
     assert_eq!(w.successes(), 48, "{}", w.text);
     assert_eq!(w.results.description.stream_mode, "ratis");
-    // 48 writes of 16 KB in 64 KB blocks: 12 blocks, each committed by PutBlocks over Raft.
+    // 48 writes of 16 KB in 64 KB blocks, committed by PutBlocks over Raft: 12 blocks, and up to
+    // 2 more when the 3 workers' shares of the writes are not multiples of 4 (a short last block).
     let r = run_block(&["read", "--target", &grpc, "-t", "2", "--manifest", manifest]);
     let read = r.results.read.as_ref().expect("a read phase");
-    assert_eq!(read.blocks, 12, "{}", r.text);
+    assert!(
+        (12..=14).contains(&read.blocks),
+        "{} blocks: {}",
+        read.blocks,
+        r.text
+    );
     assert_eq!(read.bytes_verified, 48 * 16 * 1024, "{}", r.text);
     assert_eq!(r.failures(), 0, "{}", r.text);
 }

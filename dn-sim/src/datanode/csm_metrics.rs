@@ -125,8 +125,7 @@ const PHASES: [(Phase, &str); 6] = [
     ),
 ];
 
-/// Highest `Type` number (as `datanode::metrics::MAX_TYPE`).
-const MAX_TYPE: usize = crate::datanode::metrics::MAX_TYPE;
+use crate::datanode::prom_text::{MAX_TYPE, java_double};
 
 /// A `MutableRate`: samples and their total, in the rate's unit.
 #[derive(Default)]
@@ -263,7 +262,7 @@ impl CsmMetrics {
                 name(&format!("{n}_avg_time")),
                 "gauge",
                 labels.clone(),
-                crate::datanode::metrics::java_double(avg),
+                java_double(avg),
             );
         };
         for (i, (phase, n)) in PHASES.iter().enumerate() {

@@ -17,6 +17,7 @@ pub mod envelope;
 pub mod keyvalue;
 pub mod metrics;
 pub mod payload;
+pub mod prom_text;
 pub mod state_machine;
 pub mod store;
 pub mod timer;
