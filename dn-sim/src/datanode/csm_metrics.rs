@@ -125,7 +125,7 @@ const PHASES: [(Phase, &str); 6] = [
     ),
 ];
 
-use crate::datanode::prom_text::{MAX_TYPE, java_double};
+use crate::datanode::prom_text::{MAX_TYPE, interval_average, java_double};
 
 /// A `MutableRate`: samples and their total, in the rate's unit.
 #[derive(Default)]
@@ -245,13 +245,8 @@ impl CsmMetrics {
         );
         let mut previous = self.previous.lock().unwrap_or_else(|e| e.into_inner());
         let mut rate = |slot: usize, n: String, now: (u64, u64)| {
-            let (pc, pt) = std::mem::replace(&mut previous[slot], now);
-            let (count, total) = now;
-            let avg = if count > pc {
-                (total - pt) as f64 / (count - pc) as f64
-            } else {
-                0.0
-            };
+            let avg = interval_average(&mut previous[slot], now);
+            let count = now.0;
             put(
                 name(&format!("{n}_num_ops")),
                 "counter",

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 pub use crate::datanode::prom_text::MAX_TYPE;
-use crate::datanode::prom_text::java_double;
+use crate::datanode::prom_text::{interval_average, java_double};
 
 /// One command type's DataNode metrics: `ContainerMetrics` (`num<T>`, `bytes<T>`, the
 /// `latencyNs<T>` rate) and `HddsDispatcher` (`counter`, `time` in ms).
@@ -188,12 +188,7 @@ impl ContainerMetrics {
                 m.latency_count.load(Relaxed),
                 m.latency_total_ns.load(Relaxed),
             );
-            let (pc, pt) = std::mem::replace(&mut previous[t as usize], (count, total));
-            let avg = if count > pc {
-                (total - pt) as f64 / (count - pc) as f64
-            } else {
-                0.0
-            };
+            let avg = interval_average(&mut previous[t as usize], (count, total));
             put(
                 scm_name(&format!("latency_ns_{snake}_num_ops")),
                 "counter",

@@ -32,6 +32,19 @@ pub fn java_double(v: f64) -> String {
     }
 }
 
+/// A `MutableRate`'s `_avg_time` as Hadoop reports it: the mean of the samples since the
+/// previous scrape (0.0 for an interval without samples). `previous` holds that scrape's
+/// (count, total) and becomes `now`.
+pub fn interval_average(previous: &mut (u64, u64), now: (u64, u64)) -> f64 {
+    let (pc, pt) = std::mem::replace(previous, now);
+    let (count, total) = now;
+    if count > pc {
+        total.wrapping_sub(pt) as f64 / (count - pc) as f64
+    } else {
+        0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,5 +56,17 @@ mod tests {
         assert_eq!(java_double(1234.5), "1234.5");
         assert_eq!(java_double(12500000.0), "1.25E7");
         assert_eq!(java_double(10000000.0), "1.0E7");
+    }
+
+    #[test]
+    fn the_average_is_over_the_interval_since_the_last_scrape() {
+        let mut previous = (0, 0);
+        assert_eq!(interval_average(&mut previous, (2, 30)), 15.0);
+        assert_eq!(
+            interval_average(&mut previous, (2, 30)),
+            0.0,
+            "no new samples"
+        );
+        assert_eq!(interval_average(&mut previous, (3, 130)), 100.0);
     }
 }
