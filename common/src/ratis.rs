@@ -43,6 +43,29 @@ pub const MAX_MESSAGE_SIZE: usize = (32 << 20) + (1 << 20);
 pub const CLIENT_OUTSTANDING_REQUESTS: usize = 32;
 
 /// `ClientVersion.CURRENT` of Ozone 2.2.0 (`BUCKET_LAYOUT_SUPPORT`): what
+/// The header of a client's request on an `ordered` stream, as Ratis's `OrderedAsync` fills it:
+/// requestor (the client id), reply id (the server's peer id), group, call id, `toLeader`, and
+/// the sliding window's `seqNum` (`isFirst` on a window's first request). The ids are `Bytes`
+/// the caller keeps, so a request costs reference counts, not copies.
+pub fn ordered_rpc(
+    requestor: Bytes,
+    reply_id: Bytes,
+    group: proto::common::RaftGroupIdProto,
+    call_id: u64,
+    seq_num: u64,
+    is_first: bool,
+) -> proto::common::RaftRpcRequestProto {
+    proto::common::RaftRpcRequestProto {
+        requestor_id: requestor,
+        reply_id,
+        raft_group_id: Some(group),
+        call_id,
+        to_leader: true,
+        sliding_window_entry: Some(proto::common::SlidingWindowEntry { seq_num, is_first }),
+        ..Default::default()
+    }
+}
+
 /// `ContainerCommandRequestMessage.toMessage` sets when a request has no `version`.
 pub const CLIENT_VERSION_CURRENT: u32 = 3;
 

@@ -29,8 +29,8 @@ use common::ratis::proto::common::raft_client_reply_proto::ExceptionDetails;
 use common::ratis::proto::common::raft_client_request_proto::Type as RaftType;
 use common::ratis::proto::common::{
     ClientMessageEntryProto, RaftClientReplyProto, RaftClientRequestProto, RaftGroupIdProto,
-    RaftRpcRequestProto, ReadRequestTypeProto, ReplicationLevel, SlidingWindowEntry,
-    StaleReadRequestTypeProto, WatchRequestTypeProto, WriteRequestTypeProto,
+    RaftRpcRequestProto, ReadRequestTypeProto, ReplicationLevel, StaleReadRequestTypeProto,
+    WatchRequestTypeProto, WriteRequestTypeProto,
 };
 use grpc_client::raw::RawCodec;
 use prost::Message as _;
@@ -144,20 +144,16 @@ impl RatisStream {
         if !retry || self.call_id == 0 {
             self.call_id += 1;
         }
-        RaftRpcRequestProto {
-            requestor_id: common::ratis::id_bytes(self.names.client_id),
-            reply_id: Bytes::copy_from_slice(self.names.datanode_uuid.as_bytes()),
-            raft_group_id: Some(RaftGroupIdProto {
+        common::ratis::ordered_rpc(
+            common::ratis::id_bytes(self.names.client_id),
+            Bytes::copy_from_slice(self.names.datanode_uuid.as_bytes()),
+            RaftGroupIdProto {
                 id: common::ratis::id_bytes(group),
-            }),
-            call_id: self.call_id,
-            to_leader: true,
-            sliding_window_entry: Some(SlidingWindowEntry {
-                seq_num: self.seq,
-                is_first: first,
-            }),
-            ..Default::default()
-        }
+            },
+            self.call_id,
+            self.seq,
+            first,
+        )
     }
 
     /// The Raft request for a step: `command` is the encoded ContainerCommandRequestProto

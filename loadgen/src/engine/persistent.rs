@@ -22,8 +22,8 @@ use common::ratis::proto::common::raft_client_reply_proto::ExceptionDetails;
 use common::ratis::proto::common::raft_client_request_proto::Type as RaftType;
 use common::ratis::proto::common::{
     ClientMessageEntryProto, RaftClientReplyProto, RaftClientRequestProto, RaftGroupIdProto,
-    RaftRpcRequestProto, ReadRequestTypeProto, ReplicationLevel, SlidingWindowEntry,
-    WatchRequestTypeProto, WriteRequestTypeProto,
+    RaftRpcRequestProto, ReadRequestTypeProto, ReplicationLevel, WatchRequestTypeProto,
+    WriteRequestTypeProto,
 };
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -339,18 +339,14 @@ impl RatisFraming {
         // A new stream is a new sliding window; call ids go on rising (retries reuse theirs).
         self.seq = if first { 1 } else { self.seq + 1 };
         self.call_id += 1;
-        RaftRpcRequestProto {
-            requestor_id: self.client_id.clone(),
-            reply_id: self.reply_id.clone(),
-            raft_group_id: Some(self.group.clone()),
-            call_id: self.call_id,
-            to_leader: true,
-            sliding_window_entry: Some(SlidingWindowEntry {
-                seq_num: self.seq,
-                is_first: first,
-            }),
-            ..Default::default()
-        }
+        common::ratis::ordered_rpc(
+            self.client_id.clone(),
+            self.reply_id.clone(),
+            self.group.clone(),
+            self.call_id,
+            self.seq,
+            first,
+        )
     }
 
     /// The dummy `watch(0)` that opens an ordered stream.
