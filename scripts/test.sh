@@ -18,8 +18,15 @@ only=""
 [ "${1:-}" = --only ] && only="${2:?--only needs a regex}"
 ci=false
 [ "${CI:-}" = true ] && ci=true
+# A CI machine builds everything once: cargo's incremental caches (1.6 GB of a debug target)
+# would only cost disk, and its free disk is not known in advance (a run has run out of it).
+$ci && export CARGO_INCREMENTAL=0
 
-names=() results=() times=()
+# free_gb: the disk space left where the checkout lives, in whole GB (shown per stage: a stage
+# that fails for want of disk says so in the summary).
+free_gb() { df -BG --output=avail . 2>/dev/null | tail -1 | tr -dc 0-9; }
+
+names=() results=() times=() frees=()
 # stage NAME [--needs STAGE] -- COMMAND...: runs COMMAND, records NAME's result and seconds.
 # Exit 0: passed; 3: skipped (the command printed why, its last line is the reason), a failure
 # under CI=true; anything else: failed. With --needs, a stage that did not pass before means
@@ -37,6 +44,7 @@ stage() {
     if [ -n "$needs" ] && [ "$(stage_result "$needs")" != passed ]; then
         results+=("failed (not run: needs $needs, which did not pass)")
         times+=(0)
+        frees+=("$(free_gb)")
         echo "!!! $name not run: it needs $needs, which did not pass"
         return 0
     fi
@@ -45,6 +53,7 @@ stage() {
     "$@" 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
     times+=($((SECONDS - start)))
+    frees+=("$(free_gb)")
     case "$status" in
         0) result=passed ;;
         3) local why
@@ -152,9 +161,10 @@ done
 echo
 echo "== summary$($ci && echo ' (CI=true: a skip is a failure)')"
 passed=0 failed=0 skipped=0
-printf '%-28s %6s  %s\n' stage seconds result
+echo "(free GB: the disk space left after the stage; $(free_gb) GB now)"
+printf '%-28s %6s %7s  %s\n' stage seconds "free GB" result
 for i in "${!names[@]}"; do
-    printf '%-28s %6s  %s\n' "${names[$i]}" "${times[$i]}" "${results[$i]}"
+    printf '%-28s %6s %7s  %s\n' "${names[$i]}" "${times[$i]}" "${frees[$i]}" "${results[$i]}"
     case "${results[$i]}" in
         passed) passed=$((passed + 1)) ;;
         skipped*) skipped=$((skipped + 1)) ;;
