@@ -85,7 +85,9 @@ pub struct Args {
     /// (= --verify-checksums), hdds.container.chunk.write.sync (= --sync),
     /// hdds.datanode.handler.count (checked; sizes nothing, as on a real DataNode's gRPC and Ratis
     /// paths), hdds.grpc.tls.enabled (true needs --tls-cert), hdds.grpc.tls.protocols
-    /// (TLSv1.2,TLSv1.3).
+    /// (TLSv1.2,TLSv1.3), hdds.container.ratis.num.container.op.executors (each pipeline's apply
+    /// threads, 10), hdds.container.ratis.num.write.chunk.threads.per.volume (Ratis chunk writers
+    /// = N × volumes, 10).
     #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
@@ -121,6 +123,15 @@ pub struct Args {
     /// Per-access latency of the shared disk, a delay SPEC.
     #[arg(long, env = "DN_SIM_DISK_LATENCY")]
     pub disk_latency: Option<DelaySpec>,
+
+    /// Bandwidth of the Raft log's device (the Ratis port's writes append an entry each: the
+    /// command without WriteChunk's data), e.g. 200MiB/s (default: unlimited).
+    #[arg(long, env = "DN_SIM_RAFT_LOG_BANDWIDTH", value_parser = parse_bandwidth)]
+    pub raft_log_bandwidth: Option<f64>,
+
+    /// Latency of one Raft log append until it is durable, a delay SPEC (default: none).
+    #[arg(long, env = "DN_SIM_RAFT_LOG_LATENCY")]
+    pub raft_log_latency: Option<DelaySpec>,
 
     /// Ingress limit: bytes/s of request data for all clients together, e.g. 100MB/s
     /// (Ozone units: MB = 2^20 bytes). Over it, requests are rejected.
@@ -271,10 +282,14 @@ pub enum OzoneKey {
     GrpcTlsEnabled(bool),
     /// `hdds.grpc.tls.protocols` (Ozone 2.2.0): the TLS versions served.
     GrpcTlsProtocols(crate::net::tls::TlsVersions),
+    /// `hdds.container.ratis.num.container.op.executors`: each group's apply threads.
+    OpExecutors(u32),
+    /// `hdds.container.ratis.num.write.chunk.threads.per.volume`: chunk writers per volume.
+    WriteChunkThreadsPerVolume(u32),
 }
 
 /// The Ozone keys dn-sim models.
-const OZONE_KEYS: [&str; 8] = [
+const OZONE_KEYS: [&str; 10] = [
     "hdds.datanode.handler.count",
     "hdds.datanode.read.chunk.threads.per.volume",
     "hdds.container.ipc.port",
@@ -283,6 +298,8 @@ const OZONE_KEYS: [&str; 8] = [
     "hdds.container.chunk.write.sync",
     "hdds.grpc.tls.enabled",
     "hdds.grpc.tls.protocols",
+    "hdds.container.ratis.num.container.op.executors",
+    "hdds.container.ratis.num.write.chunk.threads.per.volume",
 ];
 
 /// Prefix of the Ozone images' convention: `OZONE-SITE.XML_<key>=<value>` sets `<key>` in
@@ -362,6 +379,12 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
         "hdds.grpc.tls.enabled" => boolean(key, value).map(OzoneKey::GrpcTlsEnabled),
         "hdds.grpc.tls.protocols" => {
             crate::net::tls::TlsVersions::parse(value).map(OzoneKey::GrpcTlsProtocols)
+        }
+        "hdds.container.ratis.num.container.op.executors" => {
+            count(value).map(OzoneKey::OpExecutors)
+        }
+        "hdds.container.ratis.num.write.chunk.threads.per.volume" => {
+            count(value).map(OzoneKey::WriteChunkThreadsPerVolume)
         }
         other => Err(format!(
             "unknown key '{other}' (known: {})",
@@ -460,6 +483,8 @@ impl Args {
         };
         let (mut per_volume, mut validation, mut write_sync) = (None, None, None);
         let (mut tls_enabled, mut tls_versions) = (None, crate::net::tls::TlsVersions::default());
+        let mut op_executors = crate::sim::raft::DEFAULT_OP_EXECUTORS;
+        let mut chunk_threads = crate::sim::raft::DEFAULT_WRITE_CHUNK_THREADS_PER_VOLUME;
         for key in env_keys.iter().chain(&self.define) {
             match key {
                 OzoneKey::HandlerCount(_) => {}
@@ -474,6 +499,8 @@ impl Args {
                 OzoneKey::ChunkWriteSync(on) => write_sync = Some(*on),
                 OzoneKey::GrpcTlsEnabled(on) => tls_enabled = Some(*on),
                 OzoneKey::GrpcTlsProtocols(v) => tls_versions = *v,
+                OzoneKey::OpExecutors(n) => op_executors = *n as usize,
+                OzoneKey::WriteChunkThreadsPerVolume(n) => chunk_threads = *n as usize,
             }
         }
         let sync = self.sync || write_sync == Some(true);
@@ -506,6 +533,12 @@ impl Args {
             seed: self.seed,
             disk_bandwidth: self.disk_bandwidth,
             disk_latency: self.disk_latency.clone(),
+            raft: crate::sim::raft::RaftConfig {
+                log_bandwidth: self.raft_log_bandwidth,
+                log_latency: self.raft_log_latency.clone(),
+                op_executors,
+                chunk_writers: chunk_threads.saturating_mul(self.volumes as usize),
+            },
             metrics_listen: self.metrics_listen.0,
             ratis_listen,
             pipelines: self.pipeline_ids.clone(),

@@ -28,10 +28,18 @@ const GROUP: uuid::Uuid = uuid::Uuid::from_u128(0x1111_2222_3333_4444_5555_6666_
 const CLIENT: uuid::Uuid = uuid::Uuid::from_u128(0xc11e);
 
 async fn server() -> (dn_sim::RunningServer, Client<Channel>) {
+    server_with(|_| {}).await
+}
+
+/// A server hosting GROUP over containers 1-3, changed by `change` first.
+async fn server_with(
+    change: impl FnOnce(&mut dn_sim::Config),
+) -> (dn_sim::RunningServer, Client<Channel>) {
     let mut config = dn_sim::Config::loopback();
     config.containers = "1-3".parse().unwrap();
     config.ratis_listen = Some("127.0.0.1:0".parse().unwrap());
     config.pipelines = vec![GROUP];
+    change(&mut config);
     let server = dn_sim::start(config).await.unwrap();
     let addr = server.ratis_addr().expect("a Ratis port");
     let channel = Channel::from_shared(format!("http://{addr}"))
@@ -495,4 +503,135 @@ async fn garbage_and_oversize_requests_end_their_stream_and_others_are_served() 
     let reply = stream.next().await.unwrap();
     assert!(reply.rpc_reply.unwrap().success);
     assert_eq!(reply.log_index, 1);
+}
+
+/// An echo of `sleep_ms` to `container`, as a Raft write.
+fn sleeping_echo(container: i64, sleep_ms: i32) -> Req {
+    Req {
+        echo: Some(EchoRequestProto {
+            sleep_time_ms: Some(sleep_ms),
+            ..Default::default()
+        }),
+        ..req(Type::Echo, container)
+    }
+}
+
+/// Sends `commands` on one ordered stream at once and waits for every reply: the time they took.
+async fn all_at_once(
+    stream: &mut Ordered,
+    commands: &[Req],
+    first_call: u64,
+) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    for (i, command) in commands.iter().enumerate() {
+        let call = first_call + i as u64;
+        stream.send(raft(command, call, call + 1)).await;
+    }
+    for _ in commands {
+        let reply = stream.next().await.unwrap();
+        assert!(reply.rpc_reply.as_ref().unwrap().success, "{reply:?}");
+        assert_eq!(response(&reply).result, OzoneResult::Success as i32);
+    }
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn writes_to_one_container_are_applied_one_at_a_time_on_the_op_executors() {
+    // One gRPC handler: the Ratis path must not use that pool. Four op executors per group.
+    let (_server, mut client) = server_with(|config| {
+        config.containers = "1-8".parse().unwrap();
+        config.handler_count = 1;
+        config.raft.op_executors = 4;
+    })
+    .await;
+    let mut stream = Ordered::open(&mut client).await;
+    const SLEEP_MS: u32 = 25;
+    let one_container: Vec<Req> = (0..8).map(|_| sleeping_echo(1, SLEEP_MS as i32)).collect();
+    let eight_containers: Vec<Req> = (1..=8).map(|c| sleeping_echo(c, SLEEP_MS as i32)).collect();
+    let serial = all_at_once(&mut stream, &one_container, 1).await;
+    let spread = all_at_once(&mut stream, &eight_containers, 100).await;
+    // One container's task queue: 8 sleeps in a row. Eight containers on four executors: two
+    // rounds, which a pool of one gRPC handler could not give.
+    assert!(
+        serial >= std::time::Duration::from_millis(8 * SLEEP_MS as u64),
+        "{serial:?}"
+    );
+    assert!(
+        spread >= std::time::Duration::from_millis(2 * SLEEP_MS as u64),
+        "{spread:?}"
+    );
+    let ratio = serial.as_secs_f64() / spread.as_secs_f64();
+    assert!(
+        ratio > 2.0,
+        "one container {serial:?}, eight containers {spread:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_echo_payload_is_written_to_the_raft_log_and_a_chunk_s_data_is_not() {
+    // A slow log device: 1 MiB/s. A 64 KiB echo's entry holds its payload (HDDS-10943) and takes
+    // >= 62 ms to log; a 64 KiB WriteChunk's entry holds only the command.
+    let (_server, mut client) = server_with(|config| {
+        config.raft.log_bandwidth = Some(1024.0 * 1024.0);
+    })
+    .await;
+    let mut stream = Ordered::open(&mut client).await;
+    let payload = 64 * 1024;
+    let echo = Req {
+        echo: Some(EchoRequestProto {
+            payload: Some(Bytes::from(vec![1u8; payload])),
+            ..Default::default()
+        }),
+        ..req(Type::Echo, 1)
+    };
+    let block = DatanodeBlockId {
+        container_id: 1,
+        local_id: 5,
+        block_commit_sequence_id: None,
+        replica_index: None,
+    };
+    let chunk = Req {
+        write_chunk: Some(WriteChunkRequestProto {
+            block_id: block,
+            chunk_data: Some(ChunkInfo {
+                chunk_name: "5_chunk_1".into(),
+                offset: 0,
+                len: payload as u64,
+                checksum_data: common::proto::ChecksumData {
+                    r#type: common::proto::ChecksumType::None as i32,
+                    bytes_per_checksum: 16384,
+                    checksums: vec![],
+                },
+                ..Default::default()
+            }),
+            data: Some(Bytes::from(vec![2u8; payload])),
+            ..Default::default()
+        }),
+        ..req(Type::WriteChunk, 1)
+    };
+    let echo_took = all_at_once(&mut stream, std::slice::from_ref(&echo), 1).await;
+    let chunk_took = all_at_once(&mut stream, std::slice::from_ref(&chunk), 2).await;
+    assert!(
+        echo_took >= std::time::Duration::from_millis(62),
+        "{echo_took:?}"
+    );
+    let ratio = echo_took.as_secs_f64() / chunk_took.as_secs_f64();
+    assert!(ratio > 3.0, "echo {echo_took:?}, chunk {chunk_took:?}");
+}
+
+#[tokio::test]
+async fn a_write_is_answered_once_logged_and_a_read_does_not_wait_for_the_log() {
+    let (_server, mut client) = server_with(|config| {
+        config.raft.log_latency = Some("40ms".parse().unwrap());
+    })
+    .await;
+    let mut stream = Ordered::open(&mut client).await;
+    let write_took = all_at_once(&mut stream, &[sleeping_echo(1, 0)], 1).await;
+    let read_took = all_at_once(&mut stream, &[echo(true, 16)], 2).await;
+    assert!(
+        write_took >= std::time::Duration::from_millis(40),
+        "{write_took:?}"
+    );
+    let ratio = write_took.as_secs_f64() / read_took.as_secs_f64();
+    assert!(ratio > 3.0, "write {write_took:?}, read {read_took:?}");
 }

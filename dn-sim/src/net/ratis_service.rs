@@ -15,7 +15,8 @@
 //!   until replies leave, so one client costs bounded memory.
 
 use crate::datanode::state_machine::{ContainerStateMachine, Lookup, StateMachineError};
-use crate::sim::admission::{Admission, Outcome};
+use crate::sim::admission::{Admission, Executor, Outcome};
+use crate::sim::raft::{GroupExecutors, RaftModel, log_entry_bytes};
 use crate::sim::rng::RngFactory;
 use common::proto::Type;
 use common::ratis::proto::common::raft_client_reply_proto::ExceptionDetails;
@@ -50,7 +51,9 @@ pub struct RatisService {
 
 struct Inner {
     admission: Arc<Admission>,
-    groups: Groups,
+    groups: HashMap<uuid::Uuid, Group>,
+    /// The log's device and the chunk writers, one for the DataNode.
+    raft: Arc<RaftModel>,
     rngs: RngFactory,
     /// The DataNode's id as Ratis names it in errors.
     peer: String,
@@ -59,12 +62,32 @@ struct Inner {
     streams: std::sync::atomic::AtomicU64,
 }
 
+/// A hosted group: its state machine and the executors its commands are applied on.
+struct Group {
+    sm: Arc<ContainerStateMachine>,
+    executors: GroupExecutors,
+}
+
 impl RatisService {
-    pub fn new(admission: Arc<Admission>, groups: Groups, rngs: RngFactory, peer: String) -> Self {
+    pub fn new(
+        admission: Arc<Admission>,
+        groups: Groups,
+        raft: Arc<RaftModel>,
+        rngs: RngFactory,
+        peer: String,
+    ) -> Self {
+        let groups = groups
+            .into_iter()
+            .map(|(id, sm)| {
+                let executors = raft.group_executors();
+                (id, Group { sm, executors })
+            })
+            .collect();
         Self {
             inner: Arc::new(Inner {
                 admission,
                 groups,
+                raft,
                 rngs,
                 peer,
                 streams: std::sync::atomic::AtomicU64::new(0),
@@ -286,15 +309,15 @@ async fn handle(
         .as_ref()
         .map(|g| g.id.clone())
         .unwrap_or_default();
-    let Some(sm) = common::ratis::id_from_bytes(&group_bytes).and_then(|g| inner.groups.get(&g))
+    let Some(group) = common::ratis::id_from_bytes(&group_bytes).and_then(|g| inner.groups.get(&g))
     else {
         return Err(group_mismatch(&inner.peer, &group_bytes));
     };
-    let sm = Arc::clone(sm);
+    let sm = &group.sm;
     match request.r#type {
         Some(RequestType::Watch(watch)) => {
             let commit = sm.wait_committed(watch.index).await;
-            let mut reply = success(&sm, &rpc, None);
+            let mut reply = success(sm, &rpc, None);
             reply.log_index = commit;
             Ok(reply)
         }
@@ -311,14 +334,14 @@ async fn handle(
                     Ok(reply)
                 }
                 Lookup::First(tx) => {
-                    let reply = write(&inner, &sm, &rpc, &request).await?;
+                    let reply = write(&inner, group, &rpc, &request).await?;
                     tx.send_replace(Some(reply.clone()));
                     Ok(reply)
                 }
             }
         }
         Some(RequestType::Read(_) | RequestType::StaleRead(_)) => {
-            read(&inner, &sm, &rpc, &request).await
+            read(&inner, sm, &rpc, &request).await
         }
         Some(
             RequestType::MessageStream(_) | RequestType::DataStream(_) | RequestType::Forward(_),
@@ -348,13 +371,17 @@ fn command(
     })
 }
 
+/// A Raft write: `startTransaction`'s checks, a log entry on the log's device, then the command
+/// on its executor (see `sim::raft`): WriteChunk's data on its block's chunk writer while the
+/// entry is logged, anything else applied through its container's task queue once logged.
 async fn write(
     inner: &Inner,
-    sm: &ContainerStateMachine,
+    group: &Group,
     rpc: &RaftRpcRequestProto,
     request: &RaftClientRequestProto,
 ) -> Result<RaftClientReplyProto, Status> {
     use crate::datanode::csm_metrics::{Counter, Phase};
+    let sm = &group.sm;
     let command = command(sm, request)?;
     let metrics = &sm.metrics;
     let started = Instant::now();
@@ -373,7 +400,6 @@ async fn write(
     }
     metrics.phase(Phase::StartTransactionCompleteNs, started.elapsed());
     let index = sm.append();
-    sm.committed(index);
     let container_id = command.container_id;
     let cmd = Type::try_from(command.cmd_type).ok();
     let chunk_len = command
@@ -381,6 +407,33 @@ async fn write(
         .as_ref()
         .and_then(|w| w.chunk_data.as_ref())
         .map_or(0, |c| c.len);
+    let mut rng = inner.rngs.for_stream();
+    // The entry holds the command without WriteChunk's data (the chunk file gets that).
+    let data_len = command
+        .write_chunk
+        .as_ref()
+        .and_then(|w| w.data.as_ref())
+        .map_or(0, |d| d.len());
+    let logged = if inner.raft.log.is_enabled() {
+        let entry = log_entry_bytes(command.encoded_len() - data_len);
+        started + inner.raft.log.reserve(entry, Instant::now(), &mut rng)
+    } else {
+        started
+    };
+    let context = crate::datanode::dispatcher::DispatcherContext {
+        log_index: Some(index),
+    };
+    let write_chunk_block = (cmd == Some(Type::WriteChunk)).then(|| {
+        command
+            .write_chunk
+            .as_ref()
+            .map_or(0, |w| w.block_id.local_id)
+    });
+    if write_chunk_block.is_none() {
+        // Applied once the entry is in the log (and so, in a one-node group, committed).
+        crate::datanode::timer::sleep_until(logged).await;
+        sm.committed(index);
+    }
     let apply_started = Instant::now();
     metrics.phase(
         Phase::UntilApplyTransactionNs,
@@ -398,14 +451,29 @@ async fn write(
             apply_started.duration_since(started),
         );
     }
-    let mut rng = inner.rngs.for_stream();
-    let context = crate::datanode::dispatcher::DispatcherContext {
-        log_index: Some(index),
+    let outcome = match write_chunk_block {
+        Some(local_id) => {
+            let writer = Executor::Pool(inner.raft.chunk_writer(local_id));
+            let outcome = inner
+                .admission
+                .dispatch_in(command, &mut rng, false, context, writer)
+                .await;
+            // The entry commits once both the log and the chunk file have it.
+            crate::datanode::timer::sleep_until(logged).await;
+            sm.committed(index);
+            outcome
+        }
+        None => {
+            let executor = Executor::Queued {
+                queue: group.executors.lane(container_id),
+                pool: &group.executors.op,
+            };
+            inner
+                .admission
+                .dispatch_in(command, &mut rng, false, context, executor)
+                .await
+        }
     };
-    let outcome = inner
-        .admission
-        .dispatch_in(command, &mut rng, false, context)
-        .await;
     let applied = apply_started.elapsed();
     metrics.phase(Phase::ApplyTransactionNs, applied);
     metrics.pending_apply(-1);
@@ -454,7 +522,12 @@ async fn read(
         1,
     );
     let mut rng = inner.rngs.for_stream();
-    match inner.admission.dispatch(command, &mut rng, false).await {
+    let context = crate::datanode::dispatcher::DispatcherContext::default();
+    match inner
+        .admission
+        .dispatch_in(command, &mut rng, false, context, Executor::Inline)
+        .await
+    {
         Outcome::Answer(resp) => Ok(success(sm, rpc, Some(resp.encode_to_vec().into()))),
         other => answer_of(other).await,
     }

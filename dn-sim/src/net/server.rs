@@ -56,6 +56,8 @@ pub struct Config {
     pub disk_bandwidth: Option<f64>,
     /// Per-access latency of the shared device.
     pub disk_latency: Option<DelaySpec>,
+    /// The Ratis path's log device and executors (`sim::raft`).
+    pub raft: crate::sim::raft::RaftConfig,
     /// Address of the HTTP listener for `/prom`, `/metrics` and `/config`; `None` = none.
     pub metrics_listen: Option<SocketAddr>,
     /// Service limits (ingress, egress, ops) and how rejections look.
@@ -104,6 +106,7 @@ impl Default for Config {
             seed: 0x0d15_ea5e,
             disk_bandwidth: None,
             disk_latency: None,
+            raft: crate::sim::raft::RaftConfig::default(),
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9882))),
             limit_rates: LimitRates::default(),
             limit_policy: LimitPolicy::default(),
@@ -333,6 +336,8 @@ async fn start_ratis(
         .with_context(|| format!("cannot listen on {addr} (--ratis-listen)"))?
         .with_nodelay(Some(true));
     let bound = incoming.local_addr()?;
+    let raft =
+        Arc::new(crate::sim::raft::RaftModel::new(&config.raft).context("--raft-log-bandwidth")?);
     let groups = config
         .pipelines
         .iter()
@@ -349,6 +354,7 @@ async fn start_ratis(
         RaftClientProtocolServiceServer::new(crate::net::ratis_service::RatisService::new(
             Arc::clone(admission),
             groups,
+            raft,
             RngFactory::new(config.seed).fork("ratis"),
             config.datanode_uuid.clone(),
         ))

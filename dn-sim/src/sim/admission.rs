@@ -41,6 +41,23 @@ pub enum Outcome {
     Reset,
 }
 
+/// Where a request is served: which threads of the DataNode it waits for and holds.
+#[derive(Clone, Copy)]
+pub enum Executor<'a> {
+    /// The gRPC path's handler pool ([`Admission::pool`]).
+    Handlers,
+    /// One pool of the Ratis path (a chunk writer).
+    Pool(&'a HandlerPool),
+    /// A container's task queue, then a thread of its group's op executors: the request waits
+    /// for both and holds both (`ContainerStateMachine.applyTransaction`).
+    Queued {
+        queue: &'a HandlerPool,
+        pool: &'a HandlerPool,
+    },
+    /// The caller's own thread (a Raft read runs on the Ratis server's): no waiting.
+    Inline,
+}
+
 /// The simulated DataNode as a client meets it: the DataNode itself and the simulation around
 /// it (handler pool, live delays and faults, shared disk, service limits, metrics).
 pub struct Admission {
@@ -131,18 +148,25 @@ impl Admission {
     /// Handles one request the way the simulated DataNode does, with its service limits, pool,
     /// delays and faults. `ops_taken`: the stream's early limit check already charged this request.
     pub async fn dispatch(&self, req: Request, rng: &mut SmallRng, ops_taken: bool) -> Outcome {
-        self.dispatch_in(req, rng, ops_taken, DispatcherContext::default())
-            .await
+        self.dispatch_in(
+            req,
+            rng,
+            ops_taken,
+            DispatcherContext::default(),
+            Executor::Handlers,
+        )
+        .await
     }
 
     /// [`Admission::dispatch`] with what the front end knows of the request (the Ratis port:
-    /// its transaction's log index).
+    /// its transaction's log index) and the threads that serve it.
     pub async fn dispatch_in(
         &self,
         req: Request,
         rng: &mut SmallRng,
         ops_taken: bool,
         context: DispatcherContext,
+        on: Executor<'_>,
     ) -> Outcome {
         let arrived = Instant::now();
         let cmd = Type::try_from(req.cmd_type).unwrap_or(Type::ListContainer);
@@ -168,8 +192,8 @@ impl Admission {
         let fault = live.faults.draw(cmd, rng).cloned();
         drop(live);
 
-        let mut handler = match self.pool.acquire().await {
-            Ok(handler) => handler,
+        let mut held = match self.hold(on).await {
+            Ok(held) => held,
             Err(full) => {
                 self.metrics.rejected("queue_full");
                 self.done(
@@ -184,8 +208,10 @@ impl Admission {
                 )));
             }
         };
-        let start = handler.service_start(arrived);
-        self.metrics.queue_wait(start - arrived);
+        let start = held.service_start(arrived);
+        if matches!(on, Executor::Handlers) {
+            self.metrics.queue_wait(start - arrived);
+        }
         let mut clock = ServiceClock::starting_at(start);
         clock.hold(delay).await;
         if let Some(kind) = &fault {
@@ -210,9 +236,9 @@ impl Admission {
             }
             None => self.serve_timed(req, rng, &mut clock, context).await,
         };
-        handler.busy_until(clock.end());
+        held.busy_until(clock.end());
         // The handler is free once the answer exists; a dropped request does not hold it.
-        drop(handler);
+        drop(held);
         let (answered, size) = match &outcome {
             Outcome::Answer(resp) => {
                 self.hdds
@@ -225,6 +251,19 @@ impl Admission {
         };
         self.done(cmd, answered, arrived, size);
         outcome
+    }
+
+    /// Waits for the threads `on` names, in arrival order.
+    async fn hold(&self, on: Executor<'_>) -> Result<Held, crate::sim::pool::QueueFull> {
+        Ok(match on {
+            Executor::Handlers => Held([Some(self.pool.acquire().await?), None]),
+            Executor::Pool(pool) => Held([Some(pool.acquire().await?), None]),
+            Executor::Queued { queue, pool } => {
+                let first = queue.acquire().await?;
+                Held([Some(first), Some(pool.acquire().await?)])
+            }
+            Executor::Inline => Held([None, None]),
+        })
     }
 
     fn done(&self, cmd: Type, answered: Answered, arrived: Instant, size: usize) {
@@ -251,6 +290,25 @@ impl Admission {
                 Outcome::Answer(resp)
             }
             Err(status) => Outcome::Fail(status),
+        }
+    }
+}
+
+/// The threads one request holds (none, one, or a queue and a thread); dropping it frees them.
+struct Held([Option<crate::sim::pool::Handler>; 2]);
+
+impl Held {
+    /// Service starts when the request has arrived and every thread it holds is free.
+    fn service_start(&self, arrived: Instant) -> Instant {
+        self.0
+            .iter()
+            .flatten()
+            .fold(arrived, |t, h| h.service_start(t))
+    }
+
+    fn busy_until(&mut self, end: Instant) {
+        for h in self.0.iter_mut().flatten() {
+            h.busy_until(end);
         }
     }
 }

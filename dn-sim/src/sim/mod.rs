@@ -15,5 +15,6 @@ pub mod fault;
 pub mod live_settings;
 pub mod metrics;
 pub mod pool;
+pub mod raft;
 pub mod rng;
 pub mod service_limits;
