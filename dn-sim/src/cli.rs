@@ -87,7 +87,9 @@ pub struct Args {
     /// paths), hdds.grpc.tls.enabled (true needs --tls-cert), hdds.grpc.tls.protocols
     /// (TLSv1.2,TLSv1.3), hdds.container.ratis.num.container.op.executors (each pipeline's apply
     /// threads, 10), hdds.container.ratis.num.write.chunk.threads.per.volume (Ratis chunk writers
-    /// = N × volumes, 10).
+    /// = N × volumes, 10), hdds.container.ratis.log.appender.queue.num-elements (checked; sizes
+    /// nothing in a one-node group), hdds.container.ratis.log.appender.queue.byte-limit (32MB; the
+    /// Ratis port's message limit is the larger of it and 32 MiB, plus 1 MiB).
     #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
@@ -286,10 +288,16 @@ pub enum OzoneKey {
     OpExecutors(u32),
     /// `hdds.container.ratis.num.write.chunk.threads.per.volume`: chunk writers per volume.
     WriteChunkThreadsPerVolume(u32),
+    /// `hdds.container.ratis.log.appender.queue.num-elements`: checked; sizes nothing (a leader's
+    /// queue of appends to its followers, and dn-sim's one-node groups have none).
+    AppenderQueueElements(u32),
+    /// `hdds.container.ratis.log.appender.queue.byte-limit`: raises the Ratis port's message
+    /// limit when over 32 MiB (`XceiverServerRatis`).
+    AppenderQueueByteLimit(u64),
 }
 
 /// The Ozone keys dn-sim models.
-const OZONE_KEYS: [&str; 10] = [
+const OZONE_KEYS: [&str; 12] = [
     "hdds.datanode.handler.count",
     "hdds.datanode.read.chunk.threads.per.volume",
     "hdds.container.ipc.port",
@@ -300,6 +308,8 @@ const OZONE_KEYS: [&str; 10] = [
     "hdds.grpc.tls.protocols",
     "hdds.container.ratis.num.container.op.executors",
     "hdds.container.ratis.num.write.chunk.threads.per.volume",
+    "hdds.container.ratis.log.appender.queue.num-elements",
+    "hdds.container.ratis.log.appender.queue.byte-limit",
 ];
 
 /// Prefix of the Ozone images' convention: `OZONE-SITE.XML_<key>=<value>` sets `<key>` in
@@ -385,6 +395,12 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
         }
         "hdds.container.ratis.num.write.chunk.threads.per.volume" => {
             count(value).map(OzoneKey::WriteChunkThreadsPerVolume)
+        }
+        "hdds.container.ratis.log.appender.queue.num-elements" => {
+            count(value).map(OzoneKey::AppenderQueueElements)
+        }
+        "hdds.container.ratis.log.appender.queue.byte-limit" => {
+            crate::sim::raft::appender_byte_limit(value).map(OzoneKey::AppenderQueueByteLimit)
         }
         other => Err(format!(
             "unknown key '{other}' (known: {})",
@@ -485,6 +501,7 @@ impl Args {
         let (mut tls_enabled, mut tls_versions) = (None, crate::net::tls::TlsVersions::default());
         let mut op_executors = crate::sim::raft::DEFAULT_OP_EXECUTORS;
         let mut chunk_threads = crate::sim::raft::DEFAULT_WRITE_CHUNK_THREADS_PER_VOLUME;
+        let mut appender_bytes = crate::sim::raft::DEFAULT_APPENDER_BYTE_LIMIT;
         for key in env_keys.iter().chain(&self.define) {
             match key {
                 OzoneKey::HandlerCount(_) => {}
@@ -501,6 +518,8 @@ impl Args {
                 OzoneKey::GrpcTlsProtocols(v) => tls_versions = *v,
                 OzoneKey::OpExecutors(n) => op_executors = *n as usize,
                 OzoneKey::WriteChunkThreadsPerVolume(n) => chunk_threads = *n as usize,
+                OzoneKey::AppenderQueueElements(_) => {}
+                OzoneKey::AppenderQueueByteLimit(n) => appender_bytes = *n,
             }
         }
         let sync = self.sync || write_sync == Some(true);
@@ -538,6 +557,7 @@ impl Args {
                 log_latency: self.raft_log_latency.clone(),
                 op_executors,
                 chunk_writers: chunk_threads.saturating_mul(self.volumes as usize),
+                message_size_max: crate::sim::raft::message_size_max(appender_bytes),
             },
             metrics_listen: self.metrics_listen.0,
             ratis_listen,
@@ -764,6 +784,46 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(args.faults.len(), 2);
+    }
+
+    #[test]
+    fn the_ratis_path_s_threads_log_device_and_message_limit_from_flags_and_keys() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.raft.op_executors, 10);
+        assert_eq!(c.raft.chunk_writers, 10);
+        assert_eq!(c.raft.message_size_max, common::ratis::MAX_MESSAGE_SIZE);
+        assert!(c.raft.log_bandwidth.is_none() && c.raft.log_latency.is_none());
+        let c = config(&[
+            "--volumes",
+            "3",
+            "--raft-log-bandwidth",
+            "100MB/s",
+            "--raft-log-latency",
+            "2ms",
+            "-D",
+            "hdds.container.ratis.num.container.op.executors=4",
+            "-D",
+            "hdds.container.ratis.num.write.chunk.threads.per.volume=2",
+            "-D",
+            "hdds.container.ratis.log.appender.queue.num-elements=1",
+            "-D",
+            "hdds.container.ratis.log.appender.queue.byte-limit=48MB",
+        ])
+        .unwrap();
+        assert_eq!(c.raft.op_executors, 4);
+        assert_eq!(c.raft.chunk_writers, 6);
+        assert_eq!(c.raft.message_size_max, 49 << 20);
+        assert_eq!(c.raft.log_bandwidth, Some(100.0 * 1024.0 * 1024.0));
+        assert!(c.raft.log_latency.is_some());
+        // The DataNode refuses a byte limit that does not fit a 64MB segment; so does dn-sim.
+        let err = config(&[
+            "-D",
+            "hdds.container.ratis.log.appender.queue.byte-limit=64MB",
+        ])
+        .unwrap_err();
+        assert!(err.contains("hdds.container.ratis.segment.size"), "{err}");
+        let err = config(&["-D", "hdds.container.ratis.num.container.op.executors=0"]).unwrap_err();
+        assert!(err.contains("num.container.op.executors"), "{err}");
     }
 
     #[test]

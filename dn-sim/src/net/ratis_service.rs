@@ -54,6 +54,8 @@ struct Inner {
     groups: HashMap<uuid::Uuid, Group>,
     /// The log's device and the chunk writers, one for the DataNode.
     raft: Arc<RaftModel>,
+    /// `raft.grpc.message.size.max`: a request over it ends its stream.
+    message_size_max: usize,
     rngs: RngFactory,
     /// The DataNode's id as Ratis names it in errors.
     peer: String,
@@ -73,6 +75,7 @@ impl RatisService {
         admission: Arc<Admission>,
         groups: Groups,
         raft: Arc<RaftModel>,
+        message_size_max: usize,
         rngs: RngFactory,
         peer: String,
     ) -> Self {
@@ -88,6 +91,7 @@ impl RatisService {
                 admission,
                 groups,
                 raft,
+                message_size_max,
                 rngs,
                 peer,
                 streams: std::sync::atomic::AtomicU64::new(0),
@@ -233,7 +237,7 @@ fn inbound_error(status: Status, inner: &Inner, answered: bool) -> Status {
     {
         let text = format!(
             "gRPC message exceeds maximum size {}: {len}",
-            common::ratis::MAX_MESSAGE_SIZE
+            inner.message_size_max
         );
         if answered {
             return crate::net::reset::cancel_status(&text);

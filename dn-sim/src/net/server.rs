@@ -355,11 +355,12 @@ async fn start_ratis(
             Arc::clone(admission),
             groups,
             raft,
+            config.raft.message_size_max,
             RngFactory::new(config.seed).fork("ratis"),
             config.datanode_uuid.clone(),
         ))
-        .max_decoding_message_size(common::ratis::MAX_MESSAGE_SIZE)
-        .max_encoding_message_size(common::ratis::MAX_MESSAGE_SIZE);
+        .max_decoding_message_size(config.raft.message_size_max)
+        .max_encoding_message_size(config.raft.message_size_max);
     // ResetLayer: an over-limit request on a stream that has answered is reset, not answered.
     let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)
         .layer(ResetLayer)

@@ -32,6 +32,32 @@ pub const DEFAULT_OP_EXECUTORS: usize = 10;
 /// `hdds.container.ratis.num.write.chunk.threads.per.volume`' default (Ozone 2.0.0–2.2.0).
 pub const DEFAULT_WRITE_CHUNK_THREADS_PER_VOLUME: usize = 10;
 
+/// `hdds.container.ratis.log.appender.queue.byte-limit`'s default, 32MB (Ozone 2.0.0–2.2.0).
+pub const DEFAULT_APPENDER_BYTE_LIMIT: u64 = 32 << 20;
+/// `hdds.container.ratis.segment.size`'s default, 64MB: the byte limit plus 8 must fit a segment.
+pub const SEGMENT_SIZE: u64 = 64 << 20;
+
+/// Parses `hdds.container.ratis.log.appender.queue.byte-limit` as the DataNode checks it: a size
+/// whose 8 bytes more fit a log segment (`XceiverServerRatis.setRaftSegmentAndWriteBufferSize`).
+pub fn appender_byte_limit(value: &str) -> Result<u64, String> {
+    let key = "hdds.container.ratis.log.appender.queue.byte-limit";
+    let bytes = common::units::parse_size(value).map_err(|e| format!("{key}: {e}"))?;
+    if bytes == 0 || bytes + 8 > SEGMENT_SIZE {
+        return Err(format!(
+            "{key} = {bytes} must be > 0 and <= (hdds.container.ratis.segment.size - 8 = {})",
+            SEGMENT_SIZE - 8
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `raft.grpc.message.size.max` as the DataNode sets it: the larger of 32 MiB (the largest
+/// chunk) and the appender's byte limit, plus 1 MiB (`XceiverServerRatis.newRaftProperties`,
+/// `RatisConfUtils.Grpc.setMessageSizeMax`).
+pub fn message_size_max(appender_byte_limit: u64) -> usize {
+    (appender_byte_limit.max(32 << 20) + (1 << 20)) as usize
+}
+
 /// Container task queues per group. A container's queue is its id modulo this: containers whose
 /// ids differ by a multiple of it share one (and wait for each other), which no lab's range of
 /// container ids comes near.
@@ -44,6 +70,8 @@ pub struct RaftConfig {
     pub log_latency: Option<DelaySpec>,
     pub op_executors: usize,
     pub chunk_writers: usize,
+    /// The Ratis port's message limit ([`message_size_max`]).
+    pub message_size_max: usize,
 }
 
 impl Default for RaftConfig {
@@ -53,6 +81,7 @@ impl Default for RaftConfig {
             log_latency: None,
             op_executors: DEFAULT_OP_EXECUTORS,
             chunk_writers: DEFAULT_WRITE_CHUNK_THREADS_PER_VOLUME,
+            message_size_max: message_size_max(DEFAULT_APPENDER_BYTE_LIMIT),
         }
     }
 }
@@ -143,6 +172,20 @@ mod tests {
             kib - empty >= 1024 && kib - empty <= 1024 + 4,
             "{kib} {empty}"
         );
+    }
+
+    #[test]
+    fn the_appender_byte_limit_sets_the_message_limit_and_must_fit_a_segment() {
+        assert_eq!(
+            message_size_max(DEFAULT_APPENDER_BYTE_LIMIT),
+            common::ratis::MAX_MESSAGE_SIZE
+        );
+        assert_eq!(message_size_max(1 << 20), common::ratis::MAX_MESSAGE_SIZE);
+        assert_eq!(appender_byte_limit("48MB"), Ok(48 << 20));
+        assert_eq!(message_size_max(48 << 20), (49 << 20) as usize);
+        let err = appender_byte_limit("64MB").unwrap_err();
+        assert!(err.contains("67108856"), "{err}");
+        assert!(appender_byte_limit("lots").is_err());
     }
 
     #[test]
