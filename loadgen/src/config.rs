@@ -385,7 +385,8 @@ impl RunConfig {
             // parse_payload_kb bounds the size to 32 MiB, so it fits an int32.
             payload_resp_bytes: (args.payload_resp * 1024) as i32,
             sleep_time_ms: args.sleep_time_ms,
-            read_only: args.read_only,
+            // freon dn-echo: readOnly is false unless asked for, and forced true over gRPC.
+            read_only: args.read_only.unwrap_or(!args.common.ratis),
         };
         Self::from_common(&args.common, &args.report, WorkloadConfig::Echo(echo))
     }

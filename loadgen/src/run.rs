@@ -196,6 +196,7 @@ pub(crate) fn finish(
 pub fn run_config(config: &RunConfig) -> Result<Summary, Error> {
     if let WorkloadConfig::Echo(echo) = &config.workload
         && !echo.read_only
+        && config.ratis.is_none()
     {
         eprintln!(
             "loadgen: warning: --read-only=false sends non-read-only echoes; a real DataNode runs write-path checks for them"

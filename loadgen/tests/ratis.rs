@@ -7,8 +7,29 @@ mod support;
 
 use support::run_block;
 
+/// A `csm_metrics_*` counter of the embedded dn-sim's one group, from its `/prom`.
+fn csm_counter(server: &dn_sim::EmbeddedServer, name: &str) -> u64 {
+    use std::io::{Read, Write};
+    let addr = server.metrics_addr().expect("a metrics listener");
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        conn,
+        "GET /prom HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    let prefix = format!("csm_metrics_{name}{{");
+    text.lines()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in /prom")) as u64
+}
+
 fn dn_sim_with_ratis(group: uuid::Uuid) -> dn_sim::EmbeddedServer {
     let mut config = dn_sim::Config::loopback();
+    config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
     config.ratis_listen = Some("127.0.0.1:0".parse().unwrap());
     config.pipelines = vec![group];
     dn_sim::EmbeddedServer::start(config, 1).expect("dn-sim starts")
@@ -39,6 +60,34 @@ fn raft_writes_and_reads_succeed_with_requests_in_flight() {
         assert_eq!(s.successes(), 600, "{read_only}: {}", s.text);
         assert_eq!(s.results.description.stream_mode, "ratis");
     }
+}
+
+#[test]
+fn an_echo_over_ratis_is_a_raft_write_unless_read_only_as_freon_s() {
+    let group = uuid::Uuid::from_u128(0xabd);
+    let server = dn_sim_with_ratis(group);
+    let target = server.ratis_addr().unwrap().to_string();
+    let group = group.to_string();
+    let echo = |extra: &[&str]| {
+        let mut argv = vec![
+            "echo",
+            "--ratis",
+            "--target",
+            &target,
+            "--pipeline-id",
+            &group,
+        ];
+        argv.extend_from_slice(extra);
+        argv.extend_from_slice(&["-n", "20", "-t", "2"]);
+        let s = run_block(&argv);
+        assert_eq!(s.successes(), 20, "{extra:?}: {}", s.text);
+    };
+    echo(&[]);
+    assert_eq!(csm_counter(&server, "num_apply_transaction_ops"), 20);
+    assert_eq!(csm_counter(&server, "num_query_state_machine_ops"), 0);
+    echo(&["--read-only"]);
+    assert_eq!(csm_counter(&server, "num_apply_transaction_ops"), 20);
+    assert_eq!(csm_counter(&server, "num_query_state_machine_ops"), 20);
 }
 
 #[test]

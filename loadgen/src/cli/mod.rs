@@ -276,10 +276,11 @@ pub struct EchoArgs {
     #[arg(long, allow_negative_numbers = true, default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..))]
     pub sleep_time_ms: i32,
 
-    /// Send read-only echoes. A non-read-only echo runs the DataNode's write-path checks and must
-    /// be asked for explicitly (--read-only=false).
-    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
-    pub read_only: bool,
+    /// Send read-only echoes. The default is freon dn-echo's: read-only over the gRPC port (a
+    /// non-read-only echo runs the DataNode's write-path checks there and must be asked for with
+    /// --read-only=false), a Raft write with --ratis (--read-only makes it a Raft read).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub read_only: Option<bool>,
 }
 
 /// Retries and client-side throttling (issue #6), shared by `echo`, `write` and `read`.

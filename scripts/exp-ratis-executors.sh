@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Experiment "Ratis executors": where a real DataNode's Ratis writes wait, and whether dn-sim
+# waits there too, in one run. Every cell is echo as a Raft write (`loadgen echo --ratis
+# --read-only=false`, what `freon dn-echo --ratis` sends), 32 workers in all, on a real DataNode
+# (scripts/real-datanode.sh, containers 1-4) and then on dn-sim with the same keys:
+#
+#   one container    32 workers on container 1, sleep 0 and 2 ms. ContainerStateMachine applies a
+#                    container's commands one at a time (its task queue), so sleep D gives at
+#                    most 1/D calls/s whatever the executors.
+#   four containers  four loadgen processes at once, 8 workers each on containers 1-4, sleep 2 ms:
+#                    four task queues on the group's op executors (10): up to 4/D.
+#   Raft reads       32 workers, container 1, sleep 2 ms, as Raft reads (--read-only): a query
+#                    runs on the Ratis server's thread, outside the task queue and the executors.
+#   gRPC port        32 workers over the gRPC port, container 1, sleep 2 ms: the gRPC pool (10).
+#   op executors 1   a DataNode with hdds.container.ratis.num.container.op.executors=1, four
+#                    containers, sleep 2 ms: one thread for the group, 1/D.
+#   appender 1       a DataNode with hdds.container.ratis.log.appender.queue.num-elements=1
+#                    (HDDS-10890's key, 1024 by default), one container, sleep 0: the queue of a
+#                    leader's appends to its followers, which a one-node pipeline does not have.
+#
+# Each real DataNode gets untimed load after its start (its JIT warms up), each cell its own
+# --warmup. Writes OUT/exp-ratis-executors.csv and .md and prints the table.
+#
+# Usage: scripts/exp-ratis-executors.sh [--duration 4s] [--warmup 2s] [--ozone-version V]
+#            [--quick] [--out DIR]
+#   --quick   1 s cells, a shorter JVM warm-up; into target/exp-quick
+# Environment: LOADGEN, DN_SIM: built binaries to use (default: release builds).
+# Exit: 0 done, 2 bad flag, 3 no real DataNode here, 1 a run failed.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+. scripts/lib.sh
+. scripts/lib/real-datanode.sh
+
+duration=4s warmup=2s jvm_warmup=15s version=2.2.0 out=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --duration) duration="${2:?$1 needs a value}"; shift 2 ;;
+        --warmup) warmup="${2:?$1 needs a value}"; shift 2 ;;
+        --ozone-version) version="${2:?$1 needs a value}"; shift 2 ;;
+        --quick) duration=1s warmup=1s jvm_warmup=3s out="${out:-target/exp-quick}"; shift ;;
+        --out) out="${2:?$1 needs a value}"; shift 2 ;;
+        -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "exp-ratis-executors.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+out="${out:-results}"
+mkdir -p "$out"
+
+harness_setup exp-ratis-executors.sh "$version" || exit $?
+if [ -z "${LOADGEN:-}" ] || [ -z "${DN_SIM:-}" ]; then
+    cargo build -q --release -p loadgen -p dn-sim
+fi
+loadgen="${LOADGEN:-target/release/loadgen}"
+dn_sim="${DN_SIM:-target/release/dn-sim}"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/exp-ratis-executors.XXXXXX")"
+sim_pid=""
+stop_sim() {
+    [ -n "$sim_pid" ] || return 0
+    kill -TERM "$sim_pid" 2>/dev/null || true
+    wait "$sim_pid" 2>/dev/null || true
+    sim_pid=""
+}
+trap 'real_dn_stop; stop_sim; rm -rf "$work"' EXIT
+csv="$work/cells.csv"
+echo "target,cell,containers,sleep_ms,calls_per_s,p50_ms,p99_ms,failures" >"$csv"
+
+# The DataNode under test: its gRPC and Ratis addresses and its pipeline.
+grpc_addr="" ratis_addr="" pipeline=""
+
+# cell TARGET CELL PATH CONTAINERS SLEEP: CONTAINERS loadgen processes at once (32 workers in
+# all, container i for the i-th), PATH ratis (Raft writes), ratis-read or grpc; one CSV row with
+# their summed calls/s. (CELL has no comma: it is a CSV field.)
+cell() {
+    local target="$1" name="$2" path="$3" containers="$4" sleep_ms="$5" c pids=()
+    local workers=$((32 / containers)) clients=$((8 / containers))
+    echo "  $target $name: $containers × loadgen echo ($path) -t $workers, sleep $sleep_ms ms, $duration" >&2
+    for c in $(seq 1 "$containers"); do
+        local via
+        case "$path" in
+            grpc) via=(--target "$grpc_addr") ;;
+            ratis) via=(--target "$ratis_addr" --ratis --pipeline-id "$pipeline" --read-only=false) ;;
+            ratis-read) via=(--target "$ratis_addr" --ratis --pipeline-id "$pipeline" --read-only=true) ;;
+        esac
+        "$loadgen" echo "${via[@]}" --clients "$clients" -t "$workers" --duration "$duration" \
+            --warmup "$warmup" --sleep-time-ms "$sleep_ms" --container-id "$c" -f --format json \
+            --output "$work/cell-$c.json" >/dev/null 2>"$work/cell-$c.err" &
+        pids+=($!)
+    done
+    for c in "${!pids[@]}"; do
+        wait "${pids[$c]}" || { cat "$work/cell-$((c + 1)).err" >&2; return 1; }
+    done
+    python3 - "$target" "$name" "$containers" "$sleep_ms" "$work"/cell-*.json >>"$csv" <<'PY'
+import json, sys
+target, name, containers, sleep_ms = sys.argv[1:5]
+reports = [json.load(open(f)) for f in sys.argv[5:5 + int(containers)]]
+rate = sum(r["throughput"]["successes_per_s"] for r in reports)
+pct = {p["percentile"]: p["ms"] for p in reports[0]["latency"]["corrected"]["percentiles"]}
+failures = sum(r["totals"]["failures"] for r in reports)
+print(f"{target},{name},{containers},{sleep_ms},{rate:.1f},{pct[50.0]:.3f},{pct[99.0]:.3f},{failures}")
+PY
+    rm -f "$work"/cell-*.json
+}
+
+start_real() {
+    echo "real DataNode $version $*" >&2
+    real_dn_start "$work" "$version" --containers 1-4 "$@" ||
+        { echo "exp-ratis-executors.sh: the real DataNode did not start" >&2; exit 1; }
+    grpc_addr=$dn_addr ratis_addr=$dn_ratis pipeline=$dn_pipeline
+    # The JIT compiles the Ratis write path during its first seconds under load: warm it.
+    "$loadgen" echo --target "$ratis_addr" --ratis --pipeline-id "$pipeline" --read-only=false \
+        --clients 8 -t 32 --duration "$jvm_warmup" --container-id 1 -f >/dev/null 2>&1 || true
+}
+
+start_sim() {
+    echo "dn-sim $*" >&2
+    pipeline=$sim_pipeline
+    start_dn_sim "$work/sim.ready" "$dn_sim" --containers 1-4 --pipeline-id "$pipeline" \
+        --metrics-listen none "$@" >"$work/sim.log" 2>&1 || { cat "$work/sim.log" >&2; exit 1; }
+    sim_pid=$dn_pid grpc_addr=$ready_client
+    ratis_addr=$(awk '$1 == "ratis" {print $2}' "$work/sim.ready")
+}
+
+stop_target() { real_dn_stop; stop_sim; }
+sim_pipeline=5a7e1c0e-0000-4000-8000-000000009858
+
+ops=hdds.container.ratis.num.container.op.executors
+appender=hdds.container.ratis.log.appender.queue.num-elements
+for target in real dn-sim; do
+    start() { if [ "$target" = real ]; then start_real "$@"; else start_sim "$@"; fi; }
+    start
+    cell "$target" "one container" ratis 1 0
+    cell "$target" "one container" ratis 1 2
+    cell "$target" "four containers" ratis 4 2
+    cell "$target" "Raft reads" ratis-read 1 2
+    cell "$target" "gRPC port" grpc 1 2
+    stop_target
+    start -D "$ops=1"
+    cell "$target" "op executors 1" ratis 4 2
+    stop_target
+    start -D "$appender=1"
+    cell "$target" "appender 1" ratis 1 0
+    stop_target
+done
+
+cp "$csv" "$out/exp-ratis-executors.csv"
+python3 - "$csv" "$out/exp-ratis-executors.md" "$duration" "$warmup" "$version" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+md, duration, warmup, version = sys.argv[2:6]
+cells = {(r["target"], r["cell"], int(r["sleep_ms"])): r for r in rows}
+bound = {("one container", 2): 500, ("four containers", 2): 2000, ("Raft reads", 2): 16000,
+         ("gRPC port", 2): 5000, ("op executors 1", 2): 500}
+lines = [f"Echo as a Raft write on a real DataNode {version} and on dn-sim: 32 workers in all, "
+         f"{duration} cells after {warmup} warm-up; the bound is the model's "
+         "(a container's task queue: 1/sleep; the op executors; reads: 32 workers/sleep; the gRPC pool of 10).", "",
+         "| cell | sleep (ms) | model's bound (calls/s) | real calls/s | dn-sim calls/s | real ÷ dn-sim | real p50 (ms) | dn-sim p50 (ms) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|"]
+order = []
+for r in rows:
+    k = (r["cell"], int(r["sleep_ms"]))
+    if k not in order:
+        order.append(k)
+for name, sleep_ms in order:
+    real, sim = cells.get(("real", name, sleep_ms)), cells.get(("dn-sim", name, sleep_ms))
+    if not real or not sim:
+        continue
+    rr, sr = float(real["calls_per_s"]), float(sim["calls_per_s"])
+    b = bound.get((name, sleep_ms))
+    lines.append(f"| {name} | {sleep_ms} | {b if b else '—'} | {rr:.0f} | {sr:.0f} | {rr / sr:.2f} | {real['p50_ms']} | {sim['p50_ms']} |")
+failures = sum(int(float(r["failures"])) for r in rows)
+lines += ["", f"failures in all cells: {failures}"]
+text = "\n".join(lines)
+print(text)
+open(md, "w").write(text + "\n")
+PY
+echo "wrote $out/exp-ratis-executors.csv, .md" >&2
