@@ -25,7 +25,9 @@
 #            [--quick] [--out DIR]
 #   --quick   1 s cells, a shorter JVM warm-up; into target/exp-quick
 # Environment: LOADGEN, DN_SIM: built binaries to use (default: release builds).
-# Exit: 0 done, 2 bad flag, 3 no real DataNode here, 1 a run failed.
+# Exit: 0 done, 2 bad flag, 3 no real DataNode here, 1 a run failed, a cell had failures, or the
+# shape broke (one container's 2 ms writes not under 0.6 × four containers' and 0.3 × the gRPC
+# port's, or one op executor's not under 0.6 × four containers', on either target).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -171,8 +173,19 @@ for name, sleep_ms in order:
     lines.append(f"| {name} | {sleep_ms} | {b if b else '—'} | {rr:.0f} | {sr:.0f} | {rr / sr:.2f} | {real['p50_ms']} | {sim['p50_ms']} |")
 failures = sum(int(float(r["failures"])) for r in rows)
 lines += ["", f"failures in all cells: {failures}"]
+# The shape the model rests on, on both targets (ratios within one run): one container's writes
+# are serial (well under four containers' and the gRPC port's), and so are four containers' on
+# one op executor.
+broken = []
+for target in ("real", "dn-sim"):
+    rate = lambda name: float(cells[(target, name, 2)]["calls_per_s"])
+    one, four, grpc, single = rate("one container"), rate("four containers"), rate("gRPC port"), rate("op executors 1")
+    if not (one < 0.6 * four and one < 0.3 * grpc and single < 0.6 * four):
+        broken.append(f"{target}: one container {one:.0f}, four {four:.0f}, gRPC {grpc:.0f}, one op executor {single:.0f} calls/s")
+lines += ["", "shape (one container and one op executor serial, on both): " + ("; ".join(broken) if broken else "holds")]
 text = "\n".join(lines)
 print(text)
 open(md, "w").write(text + "\n")
+sys.exit(1 if failures or broken else 0)
 PY
 echo "wrote $out/exp-ratis-executors.csv, .md" >&2

@@ -143,6 +143,7 @@ stage conformance --needs build -- conformance
 stage real-datanode-smoke --needs build -- env LOADGEN=target/debug/loadgen scripts/real-datanode-smoke.sh
 stage java-client-check --needs build -- java_client_check
 stage bench-vs-freon-short --needs build -- bench_vs_freon_short
+stage exp-ratis-executors-quick --needs build -- env LOADGEN=target/debug/loadgen DN_SIM=target/debug/dn-sim scripts/exp-ratis-executors.sh --quick
 stage abuse-quick --needs build -- env PROFILE=debug scripts/abuse.sh --quick
 stage fuzz-15s -- scripts/fuzz.sh --seconds 15
 
