@@ -32,7 +32,7 @@ COPY --from=builder /out/dn-sim /usr/local/bin/dn-sim
 ENV DN_SIM_LISTEN=0.0.0.0:9859 \
     DN_SIM_METRICS_LISTEN=0.0.0.0:9882 \
     NO_COLOR=1
-EXPOSE 9859 9882
+EXPOSE 9859 9858 9857 9882
 USER 65532:65532
 HEALTHCHECK --interval=5s --timeout=3s --start-period=5s --retries=3 \
     CMD ["/usr/local/bin/dn-sim", "healthcheck", "--timeout", "2s"]

@@ -118,7 +118,7 @@ echo "ok: built localhost/ozone-dn-lab/{dn-sim,loadgen,prometheus}:local FROM sc
 # Up: dn-sim and Prometheus on loopback ports the engine picks (the *_PORT variables empty; no port
 # is guessed here), read back with `podman port`. The variables below reach dn-sim through the
 # compose file's pass-through entries; its OZONE-SITE.XML_ key makes the pool 10 per volume.
-export DN_SIM_PORT="" DN_SIM_METRICS_PORT="" DN_SIM_RATIS_PORT="" PROMETHEUS_PORT=""
+export DN_SIM_PORT="" DN_SIM_METRICS_PORT="" DN_SIM_RATIS_PORT="" DN_SIM_RATIS_ADMIN_PORT="" PROMETHEUS_PORT=""
 export DN_SIM_VOLUMES=3 DN_SIM_DELAY="echo=1ms;read_chunk=2ms"
 compose_ready=yes
 timeout 120 "$COMPOSE_BIN" -p "$project" -f docker-compose.yml -f deploy/local/compose.local.yml \
@@ -146,11 +146,13 @@ published() { # CONTAINER PORT → the host port it is published on, 127.0.0.1 o
 DN_SIM_PORT=$(published "$dn_sim" 9859)
 DN_SIM_METRICS_PORT=$(published "$dn_sim" 9882)
 DN_SIM_RATIS_PORT=$(published "$dn_sim" 9858)
+DN_SIM_RATIS_ADMIN_PORT=$(published "$dn_sim" 9857)
 PROMETHEUS_PORT=$(published "$(compose ps -q prometheus)" 9090)
 "$BIN/dn-sim" healthcheck --addr "127.0.0.1:$DN_SIM_PORT" >/dev/null || fail "dn-sim's gRPC port is not reachable from the host"
-"$BIN/loadgen" echo --ratis --target "127.0.0.1:$DN_SIM_RATIS_PORT" -n 200 -t 2 >"$work/ratis.out" 2>&1 ||
-    { tail -5 "$work/ratis.out"; fail "loadgen echo --ratis through the published Ratis port"; }
-echo "ok: loadgen echo --ratis from the host through the published Ratis port (200 Raft reads)"
+"$BIN/loadgen" echo --ratis --target "127.0.0.1:$DN_SIM_RATIS_PORT" \
+    --ratis-admin "127.0.0.1:$DN_SIM_RATIS_ADMIN_PORT" -n 200 -t 2 >"$work/ratis.out" 2>&1 ||
+    { tail -5 "$work/ratis.out"; fail "loadgen echo --ratis through the published Ratis ports"; }
+echo "ok: loadgen echo --ratis from the host through the published Ratis ports (the pipeline from groupList, 200 Raft writes)"
 config=$(curl -fsS "http://127.0.0.1:$DN_SIM_METRICS_PORT/config") || fail "GET /config on the published metrics port"
 python3 - "$config" <<'EOF' || fail "dn-sim's settings from the environment: $config"
 import json, sys

@@ -41,8 +41,9 @@ done
 addr="$(awk '/^datanode /{print $2}' "$work/out")"
 ratis="$(awk '/^ratis /{print $2}' "$work/out")"
 pipeline="$(awk '/^pipeline /{print $2}' "$work/out")"
+ratis_admin="$(awk '/^ratis-admin /{print $2}' "$work/out")"
 [ -n "$addr" ] || { echo "real-datanode-smoke.sh: no datanode line within 300 s" >&2; exit 1; }
-[ -n "$ratis" ] && [ -n "$pipeline" ] || { echo "real-datanode-smoke.sh: the harness named no Ratis port or pipeline" >&2; exit 1; }
+[ -n "$ratis" ] && [ -n "$pipeline" ] && [ -n "$ratis_admin" ] || { echo "real-datanode-smoke.sh: the harness named no Ratis port, admin port or pipeline" >&2; exit 1; }
 echo "real DataNode $version at $addr (Ratis $ratis, pipeline $pipeline)"
 
 run() {
@@ -75,6 +76,8 @@ run --duration 3s -t 4 --rate 500
 # Ozone's Ratis path: echo as Raft writes and as Raft reads on the real Ratis server.
 target=$ratis run -n 1000 -t 4 --pipeline 8 --ratis --pipeline-id "$pipeline" --read-only=false
 target=$ratis run -n 1000 -t 4 --pipeline 8 --ratis --pipeline-id "$pipeline" --read-only=true
+# The pipeline as the DataNode names it: groupList on its Ratis admin port.
+target=$ratis run -n 200 -t 2 --ratis --ratis-admin "$ratis_admin"
 
 # Writes (BlockOutputStream's WriteChunks and PutBlocks, CRC32), every byte read back and verified,
 # then the same blocks again from the manifest. loadgen exits non-zero on any failure or

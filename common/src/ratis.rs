@@ -28,6 +28,8 @@ pub mod proto {
 
 /// The DataNode's Ratis client port, `hdds.container.ratis.ipc.port`.
 pub const DEFAULT_RATIS_PORT: u16 = 9858;
+/// The DataNode's Ratis admin port (`hdds.container.ratis.admin.port`): `groupList`, `groupInfo`.
+pub const DEFAULT_RATIS_ADMIN_PORT: u16 = 9857;
 
 /// The stream of requests answered in the order of their sliding-window `seqNum`.
 pub const ORDERED_PATH: &str = "/ratis.grpc.RaftClientProtocolService/ordered";

@@ -175,6 +175,12 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_RATIS_LISTEN", value_parser = parse_optional_addr)]
     pub ratis_listen: Option<OptionalAddr>,
 
+    /// Ratis admin port (hdds.container.ratis.admin.port: groupList, groupInfo), or `none`;
+    /// served only with the Ratis client port. Default: --listen's address with port 9857, or
+    /// port 0 when --listen asks for port 0.
+    #[arg(long, env = "DN_SIM_RATIS_ADMIN_LISTEN", value_parser = parse_optional_addr)]
+    pub ratis_admin_listen: Option<OptionalAddr>,
+
     /// A pipeline (Raft group) the Ratis port hosts, one node each: its UUID, as SCM names
     /// pipelines. Repeatable.
     #[arg(
@@ -188,7 +194,8 @@ pub struct Args {
 
     /// Once the listeners are bound, write their addresses to PATH (`client 127.0.0.1:PORT`,
     /// then `admin 127.0.0.1:PORT` when --metrics-listen is not `none`, then `ratis
-    /// 127.0.0.1:PORT` when --ratis-listen is not `none`), written to PATH.tmp and
+    /// 127.0.0.1:PORT` when --ratis-listen is not `none` and `ratis-admin 127.0.0.1:PORT` when
+    /// --ratis-admin-listen is not either), written to PATH.tmp and
     /// renamed, so a reader sees all of it or nothing: with `--listen 127.0.0.1:0` a script
     /// learns the port the kernel chose instead of guessing a free one.
     #[arg(long, env = "DN_SIM_READY_FILE", value_name = "PATH")]
@@ -276,6 +283,8 @@ pub enum OzoneKey {
     IpcPort(u16),
     /// `hdds.container.ratis.ipc.port`: the Ratis client port (with `--ratis-listen none`, none).
     RatisIpcPort(u16),
+    /// `hdds.container.ratis.admin.port`: the Ratis admin port.
+    RatisAdminPort(u16),
     ChunkDataValidation(bool),
     /// `hdds.container.chunk.write.sync` (= `--sync`).
     ChunkWriteSync(bool),
@@ -297,11 +306,12 @@ pub enum OzoneKey {
 }
 
 /// The Ozone keys dn-sim models.
-const OZONE_KEYS: [&str; 12] = [
+const OZONE_KEYS: [&str; 13] = [
     "hdds.datanode.handler.count",
     "hdds.datanode.read.chunk.threads.per.volume",
     "hdds.container.ipc.port",
     "hdds.container.ratis.ipc.port",
+    "hdds.container.ratis.admin.port",
     "hdds.datanode.chunk.data.validation.check",
     "hdds.container.chunk.write.sync",
     "hdds.grpc.tls.enabled",
@@ -381,6 +391,13 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
             .map(OzoneKey::RatisIpcPort)
             .map_err(|_| {
                 format!("hdds.container.ratis.ipc.port must be a port number, not '{value}'")
+            }),
+        "hdds.container.ratis.admin.port" => value
+            .trim()
+            .parse::<u16>()
+            .map(OzoneKey::RatisAdminPort)
+            .map_err(|_| {
+                format!("hdds.container.ratis.admin.port must be a port number, not '{value}'")
             }),
         "hdds.datanode.chunk.data.validation.check" => {
             boolean(key, value).map(OzoneKey::ChunkDataValidation)
@@ -497,6 +514,17 @@ impl Args {
                 },
             )),
         };
+        let mut ratis_admin_listen = match self.ratis_admin_listen {
+            Some(OptionalAddr(addr)) => addr,
+            None => Some(SocketAddr::new(
+                self.listen.ip(),
+                if self.listen.port() == 0 {
+                    0
+                } else {
+                    common::ratis::DEFAULT_RATIS_ADMIN_PORT
+                },
+            )),
+        };
         let (mut per_volume, mut validation, mut write_sync) = (None, None, None);
         let (mut tls_enabled, mut tls_versions) = (None, crate::net::tls::TlsVersions::default());
         let mut op_executors = crate::sim::raft::DEFAULT_OP_EXECUTORS;
@@ -509,6 +537,11 @@ impl Args {
                 OzoneKey::IpcPort(p) => listen.set_port(*p),
                 OzoneKey::RatisIpcPort(p) => {
                     if let Some(addr) = ratis_listen.as_mut() {
+                        addr.set_port(*p);
+                    }
+                }
+                OzoneKey::RatisAdminPort(p) => {
+                    if let Some(addr) = ratis_admin_listen.as_mut() {
                         addr.set_port(*p);
                     }
                 }
@@ -560,6 +593,7 @@ impl Args {
                 message_size_max: crate::sim::raft::message_size_max(appender_bytes),
             },
             metrics_listen: self.metrics_listen.0,
+            ratis_admin_listen: ratis_listen.and(ratis_admin_listen),
             ratis_listen,
             pipelines: self.pipeline_ids.clone(),
             limit_rates: LimitRates {
@@ -863,6 +897,20 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.ratis_listen, None);
+        // ... and the admin port with it (none without the client port).
+        assert_eq!(c.ratis_admin_listen, None);
+        let c = config(&["--listen", "127.0.0.1:0"]).unwrap();
+        assert_eq!(c.ratis_admin_listen, Some("127.0.0.1:0".parse().unwrap()));
+        let c = config(&["--listen", "127.0.0.1:19859"]).unwrap();
+        assert_eq!(
+            c.ratis_admin_listen,
+            Some("127.0.0.1:9857".parse().unwrap())
+        );
+        let c = config(&["-D", "hdds.container.ratis.admin.port=19857"]).unwrap();
+        assert_eq!(c.ratis_admin_listen.map(|a| a.port()), Some(19857));
+        let c = config(&["--ratis-admin-listen", "none"]).unwrap();
+        assert_eq!(c.ratis_admin_listen, None);
+        assert!(c.ratis_listen.is_some());
     }
 
     #[test]

@@ -111,15 +111,18 @@ fn ready_file_holds_the_bound_addresses_of_port_0() {
     );
     let (client, admin) = ready_addresses(&ready, &mut server.0);
     let text = std::fs::read_to_string(&ready).unwrap();
-    assert_eq!(text.lines().count(), 3, "{text}");
+    assert_eq!(text.lines().count(), 4, "{text}");
     let admin = admin.expect("an admin line");
-    // The Ratis port follows --listen: port 0 on its address.
-    let ratis = text
-        .lines()
-        .find_map(|l| l.strip_prefix("ratis "))
-        .expect("a ratis line")
-        .to_string();
-    for addr in [&client, &admin, &ratis] {
+    // The Ratis ports follow --listen: port 0 on its address.
+    let line = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("a '{prefix}' line: {text}"))
+            .to_string()
+    };
+    let (ratis, ratis_admin) = (line("ratis "), line("ratis-admin "));
+    assert_ne!(ratis, ratis_admin, "{text}");
+    for addr in [&client, &admin, &ratis, &ratis_admin] {
         assert!(addr.starts_with("127.0.0.1:"), "{text}");
         assert_ne!(addr, "127.0.0.1:0", "{text}");
     }

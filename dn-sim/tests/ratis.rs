@@ -635,3 +635,78 @@ async fn a_write_is_answered_once_logged_and_a_read_does_not_wait_for_the_log() 
     let ratio = write_took.as_secs_f64() / read_took.as_secs_f64();
     assert!(ratio > 3.0, "write {write_took:?}, read {read_took:?}");
 }
+
+#[tokio::test]
+async fn the_admin_port_lists_the_hosted_groups_and_refuses_ids_that_do_not_parse() {
+    use common::ratis::proto::common::{GroupInfoRequestProto, GroupListRequestProto};
+    use common::ratis::proto::grpc::admin_protocol_service_client::AdminProtocolServiceClient;
+    let other = uuid::Uuid::from_u128(0x0123);
+    let (server, _client) = server_with(|config| {
+        config.pipelines = vec![GROUP, other];
+        config.ratis_admin_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    let addr = server.ratis_admin_addr().expect("an admin port");
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut admin = AdminProtocolServiceClient::new(channel);
+    // As Ratis's client sends it: every id set (the group is Ratis's empty group id).
+    let ids = RaftRpcRequestProto {
+        requestor_id: common::ratis::id_bytes(CLIENT),
+        reply_id: Bytes::from_static(b"any-peer"),
+        raft_group_id: Some(RaftGroupIdProto {
+            id: common::ratis::id_bytes(uuid::Uuid::nil()),
+        }),
+        call_id: 7,
+        ..Default::default()
+    };
+    let reply = admin
+        .group_list(GroupListRequestProto {
+            rpc_request: Some(ids.clone()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let groups: Vec<_> = reply
+        .group_id
+        .iter()
+        .map(|g| common::ratis::id_from_bytes(&g.id).unwrap())
+        .collect();
+    assert_eq!(groups, vec![GROUP, other]);
+    let header = reply.rpc_reply.unwrap();
+    assert!(header.success);
+    assert_eq!(header.call_id, 7);
+    assert_eq!(
+        header.reply_id,
+        dn_sim::net::server::DEFAULT_DATANODE_UUID.as_bytes()
+    );
+
+    let info = admin
+        .group_info(GroupInfoRequestProto {
+            rpc_request: Some(ids.clone()),
+            group_id: Some(RaftGroupIdProto {
+                id: common::ratis::id_bytes(GROUP),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.group.unwrap().peers.len(), 1);
+
+    // A real 2.2.0 DataNode's admin port: the ids do not parse, the handler throws, UNKNOWN.
+    let no_reply_id = RaftRpcRequestProto {
+        reply_id: Bytes::new(),
+        ..ids
+    };
+    let status = admin
+        .group_list(GroupListRequestProto {
+            rpc_request: Some(no_reply_id),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unknown);
+    assert_eq!(status.message(), "Application error processing RPC");
+}

@@ -171,7 +171,14 @@ pub struct RunConfig {
     pub bandwidth: Option<f64>,
     /// `--ratis`: the Raft group (pipeline) requests go to on the Ratis port.
     pub ratis: Option<uuid::Uuid>,
+    /// `--ratis-admin`: the Ratis admin port that names the group (`crate::ratis_admin`), asked
+    /// before the run; `ratis` is then replaced by its answer.
+    pub ratis_admin: Option<String>,
 }
+
+/// dn-sim's own pipeline (`--pipeline-id`'s default): what `--ratis` sends to without one.
+pub const DEFAULT_PIPELINE_ID: uuid::Uuid =
+    uuid::Uuid::from_u128(0x0000_0000_0000_4000_8000_0000_0000_9858);
 
 impl RunConfig {
     fn from_common(
@@ -226,6 +233,11 @@ impl RunConfig {
                     "--ratis needs a Ratis port, not --target null".into(),
                 ));
             }
+            if c.ratis_admin.is_some() && c.target.is_none() {
+                return Err(Error::Usage(
+                    "--ratis-admin needs --target (the embedded dn-sim's pipeline is known)".into(),
+                ));
+            }
         }
         let streams = match c.stream_mode {
             // A Ratis client has one ordered stream: --pipeline requests in flight on it.
@@ -263,7 +275,10 @@ impl RunConfig {
             ));
         }
         Ok(RunConfig {
-            ratis: c.ratis.then_some(c.pipeline_id),
+            ratis: c
+                .ratis
+                .then_some(c.pipeline_id.unwrap_or(DEFAULT_PIPELINE_ID)),
+            ratis_admin: c.ratis_admin.clone(),
             load: match schedule {
                 Some(s) => Load::Open(Plan::new(s)),
                 None => Load::Closed,

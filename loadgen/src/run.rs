@@ -194,6 +194,28 @@ pub(crate) fn finish(
 }
 
 pub fn run_config(config: &RunConfig) -> Result<Summary, Error> {
+    // --ratis-admin: the DataNode names its pipeline before anything runs.
+    let discovered;
+    let config = match &config.ratis_admin {
+        Some(admin) => {
+            let group = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Run(format!("cannot start a runtime: {e}")))?
+                .block_on(connection::ratis_admin::the_one_group(
+                    admin,
+                    config.connect_timeout,
+                ))
+                .map_err(|e| Error::Unreachable(e.to_string()))?;
+            discovered = RunConfig {
+                ratis: Some(group),
+                ratis_admin: None,
+                ..config.clone()
+            };
+            &discovered
+        }
+        None => config,
+    };
     if let WorkloadConfig::Echo(echo) = &config.workload
         && !echo.read_only
         && config.ratis.is_none()

@@ -5,6 +5,9 @@
 
 mod support;
 
+use clap::Parser as _;
+use loadgen::cli::Cli;
+
 use support::run_block;
 
 /// A `csm_metrics_*` counter of the embedded dn-sim's one group, from its `/prom`.
@@ -28,10 +31,16 @@ fn csm_counter(server: &dn_sim::EmbeddedServer, name: &str) -> u64 {
 }
 
 fn dn_sim_with_ratis(group: uuid::Uuid) -> dn_sim::EmbeddedServer {
+    dn_sim_hosting(vec![group])
+}
+
+/// An embedded dn-sim whose Ratis port (and admin port) hosts `groups`.
+fn dn_sim_hosting(groups: Vec<uuid::Uuid>) -> dn_sim::EmbeddedServer {
     let mut config = dn_sim::Config::loopback();
     config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
     config.ratis_listen = Some("127.0.0.1:0".parse().unwrap());
-    config.pipelines = vec![group];
+    config.ratis_admin_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.pipelines = groups;
     dn_sim::EmbeddedServer::start(config, 1).expect("dn-sim starts")
 }
 
@@ -88,6 +97,72 @@ fn an_echo_over_ratis_is_a_raft_write_unless_read_only_as_freon_s() {
     echo(&["--read-only"]);
     assert_eq!(csm_counter(&server, "num_apply_transaction_ops"), 20);
     assert_eq!(csm_counter(&server, "num_query_state_machine_ops"), 20);
+}
+
+#[test]
+fn ratis_admin_names_the_datanode_s_one_pipeline_and_refuses_a_choice_of_several() {
+    let group = uuid::Uuid::from_u128(0x5eed);
+    let server = dn_sim_hosting(vec![group]);
+    let target = server.ratis_addr().unwrap().to_string();
+    let admin = server.ratis_admin_addr().unwrap().to_string();
+    let echo = [
+        "echo",
+        "--ratis",
+        "--target",
+        &target,
+        "--ratis-admin",
+        &admin,
+        "-n",
+        "10",
+    ];
+    let s = run_block(&echo);
+    assert_eq!(s.successes(), 10, "{}", s.text);
+    assert_eq!(csm_counter(&server, "num_apply_transaction_ops"), 10);
+
+    let (a, b) = (uuid::Uuid::from_u128(0xa), uuid::Uuid::from_u128(0xb));
+    let two = dn_sim_hosting(vec![a, b]);
+    let target = two.ratis_addr().unwrap().to_string();
+    let admin = two.ratis_admin_addr().unwrap().to_string();
+    let argv = [
+        "loadgen",
+        "echo",
+        "--ratis",
+        "--target",
+        &target,
+        "--ratis-admin",
+        &admin,
+    ];
+    let Err(err) = loadgen::run(Cli::try_parse_from(argv).unwrap()) else {
+        panic!("the run must not start");
+    };
+    assert_eq!(err.exit_code(), 2);
+    let text = err.to_string();
+    assert!(
+        text.contains("hosts 2 Raft groups") && text.contains(&a.to_string()),
+        "{text}"
+    );
+    assert!(text.contains("--pipeline-id"), "{text}");
+
+    // Nothing listens on a port just freed: unreachable, exit 2, the flag named.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let closed = closed.to_string();
+    let argv = [
+        "loadgen",
+        "echo",
+        "--ratis",
+        "--target",
+        &target,
+        "--ratis-admin",
+        &closed,
+    ];
+    let Err(err) = loadgen::run(Cli::try_parse_from(argv).unwrap()) else {
+        panic!("the run must not start");
+    };
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("--ratis-admin"), "{err}");
 }
 
 #[test]
@@ -171,4 +246,12 @@ fn ratis_flags_that_cannot_work_are_usage_errors() {
     support::assert_usage_error(&["write", "--ratis", "--pipeline", "2"], "--pipeline");
     support::assert_usage_error(&["echo", "--ratis", "--target", "null"], "--ratis");
     support::assert_usage_error(&["echo", "--pipeline-id", "x"], "--pipeline-id");
+}
+
+#[test]
+fn without_a_pipeline_id_loadgen_names_dn_sim_s_own_pipeline() {
+    assert_eq!(
+        loadgen::config::DEFAULT_PIPELINE_ID,
+        dn_sim::net::server::DEFAULT_PIPELINE_ID
+    );
 }

@@ -78,6 +78,11 @@ impl ContainerStateMachine {
         self.group
     }
 
+    /// This DataNode as the group's one peer.
+    pub fn peer(&self) -> &RaftPeerProto {
+        &self.peer
+    }
+
     /// The DataNode's id as the `replyId` of every reply.
     pub fn peer_id(&self) -> &bytes::Bytes {
         &self.peer.id

@@ -12,6 +12,7 @@ pub mod connection;
 pub mod grpc_service;
 pub mod health;
 pub mod inflight_budget;
+pub mod ratis_admin;
 pub mod ratis_service;
 pub mod reset;
 pub mod server;

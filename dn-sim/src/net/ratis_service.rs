@@ -249,7 +249,7 @@ fn inbound_error(status: Status, inner: &Inner, answered: bool) -> Status {
 
 /// `GroupMismatchException` for a request whose group is not hosted here:
 /// "PEER: group-XXXXXXXXXXXX not found." (`RaftServerProxy.getImpl`).
-fn group_mismatch(peer: &str, group: &[u8]) -> Status {
+pub(crate) fn group_mismatch(peer: &str, group: &[u8]) -> Status {
     exception_status(
         common::ratis::GROUP_MISMATCH_EXCEPTION,
         format!("{peer}: {} not found.", group_name(group)),

@@ -77,6 +77,9 @@ pub struct Config {
     pub metadata_capacity: Option<u64>,
     /// Address of the Ratis client port (the DataNode's 9858); `None` = none.
     pub ratis_listen: Option<SocketAddr>,
+    /// Address of the Ratis admin port (`hdds.container.ratis.admin.port`, 9857: `groupList`,
+    /// `groupInfo`); served only beside the client port; `None` = none.
+    pub ratis_admin_listen: Option<SocketAddr>,
     /// The Raft groups (pipelines) this DataNode hosts on its Ratis port, one node each.
     pub pipelines: Vec<uuid::Uuid>,
 }
@@ -120,6 +123,10 @@ impl Default for Config {
                 [0, 0, 0, 0],
                 common::ratis::DEFAULT_RATIS_PORT,
             ))),
+            ratis_admin_listen: Some(SocketAddr::from((
+                [0, 0, 0, 0],
+                common::ratis::DEFAULT_RATIS_ADMIN_PORT,
+            ))),
             pipelines: vec![DEFAULT_PIPELINE_ID],
         }
     }
@@ -150,6 +157,7 @@ impl Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             metrics_listen: None,
             ratis_listen: None,
+            ratis_admin_listen: None,
             ..Self::default()
         }
     }
@@ -190,6 +198,7 @@ pub struct RunningServer {
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     ratis_addr: Option<SocketAddr>,
+    ratis_admin_addr: Option<SocketAddr>,
     admission: Arc<Admission>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
@@ -296,9 +305,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         let budget = Arc::clone(&budget);
         admission.metrics.on_scrape(move || budget.refresh());
     }
-    let ratis_addr = match config.ratis_listen {
-        Some(addr) => Some(start_ratis(&config, addr, &admission, &mut background).await?),
-        None => None,
+    let (ratis_addr, ratis_admin_addr) = match config.ratis_listen {
+        Some(addr) => start_ratis(&config, addr, &admission, &mut background).await?,
+        None => (None, None),
     };
     let (tx, rx) = oneshot::channel::<()>();
     let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)
@@ -313,6 +322,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         local_addr,
         metrics_addr,
         ratis_addr,
+        ratis_admin_addr,
         admission,
         shutdown: Some(tx),
         task,
@@ -328,7 +338,7 @@ async fn start_ratis(
     addr: SocketAddr,
     admission: &Arc<Admission>,
     background: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> anyhow::Result<SocketAddr> {
+) -> anyhow::Result<(Option<SocketAddr>, Option<SocketAddr>)> {
     use crate::datanode::state_machine::ContainerStateMachine;
     use common::ratis::proto::grpc::raft_client_protocol_service_server::RaftClientProtocolServiceServer;
     let incoming = crate::net::connection::bind(addr, config.connections.so_backlog)
@@ -338,7 +348,7 @@ async fn start_ratis(
     let bound = incoming.local_addr()?;
     let raft =
         Arc::new(crate::sim::raft::RaftModel::new(&config.raft).context("--raft-log-bandwidth")?);
-    let groups = config
+    let machines: Vec<Arc<ContainerStateMachine>> = config
         .pipelines
         .iter()
         .map(|&group| {
@@ -347,9 +357,17 @@ async fn start_ratis(
                 .metrics
                 .datanode
                 .register_state_machine(Arc::clone(&sm.metrics));
-            (group, Arc::new(sm))
+            Arc::new(sm)
         })
         .collect();
+    let admin_addr = match config.ratis_admin_listen {
+        Some(addr) => Some(
+            start_ratis_admin(config, addr, machines.clone(), background)
+                .with_context(|| format!("cannot listen on {addr} (--ratis-admin-listen)"))?,
+        ),
+        None => None,
+    };
+    let groups = machines.into_iter().map(|sm| (sm.group(), sm)).collect();
     let service =
         RaftClientProtocolServiceServer::new(crate::net::ratis_service::RatisService::new(
             Arc::clone(admission),
@@ -370,6 +388,32 @@ async fn start_ratis(
             tracing::error!("Ratis listener failed: {e}");
         }
     }));
+    Ok((Some(bound), admin_addr))
+}
+
+/// Binds the Ratis admin port and serves `AdminProtocolService` for `machines`' groups.
+fn start_ratis_admin(
+    config: &Config,
+    addr: SocketAddr,
+    machines: Vec<Arc<crate::datanode::state_machine::ContainerStateMachine>>,
+    background: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> anyhow::Result<SocketAddr> {
+    use common::ratis::proto::grpc::admin_protocol_service_server::AdminProtocolServiceServer;
+    let incoming = crate::net::connection::bind(addr, config.connections.so_backlog)
+        .map(TcpIncoming::from)?
+        .with_nodelay(Some(true));
+    let bound = incoming.local_addr()?;
+    let service = AdminProtocolServiceServer::new(crate::net::ratis_admin::RatisAdmin::new(
+        machines,
+        &config.datanode_uuid,
+    ));
+    let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)
+        .add_service(service);
+    background.push(tokio::spawn(async move {
+        if let Err(e) = router.serve_with_incoming(incoming).await {
+            tracing::error!("Ratis admin listener failed: {e}");
+        }
+    }));
     Ok(bound)
 }
 
@@ -381,6 +425,11 @@ impl RunningServer {
     /// Where the Ratis client port listens, if anywhere.
     pub fn ratis_addr(&self) -> Option<SocketAddr> {
         self.ratis_addr
+    }
+
+    /// Where the Ratis admin port listens (`Config::ratis_admin_listen`), if anywhere.
+    pub fn ratis_admin_addr(&self) -> Option<SocketAddr> {
+        self.ratis_admin_addr
     }
 
     /// Where `/prom`, `/metrics` and `/config` are served, if anywhere.
@@ -488,6 +537,7 @@ pub struct EmbeddedServer {
     local_addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     ratis_addr: Option<SocketAddr>,
+    ratis_admin_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -503,6 +553,7 @@ impl EmbeddedServer {
         let local_addr = server.local_addr();
         let metrics_addr = server.metrics_addr();
         let ratis_addr = server.ratis_addr();
+        let ratis_admin_addr = server.ratis_admin_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("dn-sim-main".into())
@@ -516,6 +567,7 @@ impl EmbeddedServer {
             local_addr,
             metrics_addr,
             ratis_addr,
+            ratis_admin_addr,
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -533,6 +585,11 @@ impl EmbeddedServer {
     /// Where the Ratis client port listens (`Config::ratis_listen`), if anywhere.
     pub fn ratis_addr(&self) -> Option<SocketAddr> {
         self.ratis_addr
+    }
+
+    /// Where the Ratis admin port listens (`Config::ratis_admin_listen`), if anywhere.
+    pub fn ratis_admin_addr(&self) -> Option<SocketAddr> {
+        self.ratis_admin_addr
     }
 }
 
@@ -579,6 +636,9 @@ fn write_ready_file(server: &RunningServer, path: &Path) -> std::io::Result<()> 
     }
     if let Some(ratis) = server.ratis_addr() {
         text.push_str(&format!("ratis {ratis}\n"));
+    }
+    if let Some(admin) = server.ratis_admin_addr() {
+        text.push_str(&format!("ratis-admin {admin}\n"));
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");

@@ -83,9 +83,11 @@ impl DnSimProcess {
             .arg(self.addr.to_string())
             .arg("--metrics-listen")
             .arg(self.admin.to_string())
-            // Port 0 always: a restart reuses the client port, and the Ratis port would follow
-            // it to a fixed 9858.
+            // Port 0 always: a restart reuses the client port, and the Ratis ports would follow
+            // it to a fixed 9858 and 9857.
             .arg("--ratis-listen")
+            .arg("127.0.0.1:0")
+            .arg("--ratis-admin-listen")
             .arg("127.0.0.1:0")
             .arg("--ready-file")
             .arg(&ready)

@@ -151,14 +151,19 @@ pub struct CommonArgs {
     pub ratis: bool,
 
     /// With --ratis: the pipeline (Raft group) to send to, as SCM names it (a UUID). The default
-    /// is dn-sim's own pipeline.
+    /// is dn-sim's own pipeline, or with --ratis-admin the DataNode's one group.
+    #[arg(long, value_name = "UUID", requires = "ratis")]
+    pub pipeline_id: Option<uuid::Uuid>,
+
+    /// With --ratis: the DataNode's Ratis admin port (hdds.container.ratis.admin.port, 9857),
+    /// asked for its groups (groupList) when no --pipeline-id is given; it must host exactly one.
     #[arg(
         long,
-        value_name = "UUID",
-        default_value = "00000000-0000-4000-8000-000000009858",
-        requires = "ratis"
+        value_name = "HOST:PORT",
+        requires = "ratis",
+        conflicts_with = "pipeline_id"
     )]
-    pub pipeline_id: uuid::Uuid,
+    pub ratis_admin: Option<String>,
 
     /// Requests in flight per worker on its persistent stream (needs --stream-mode persistent).
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]

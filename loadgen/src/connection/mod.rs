@@ -8,6 +8,7 @@ pub mod http2;
 // Without the embedded dn-sim a stand-in keeps the type of `Endpoint::Null`, with no value.
 #[cfg_attr(not(feature = "embedded-dn-sim"), path = "null_absent.rs")]
 pub mod null;
+pub mod ratis_admin;
 pub mod tls;
 pub mod unary;
 

@@ -154,12 +154,16 @@ public final class RealDatanode {
     // The Ratis client port (hdds.container.ratis.ipc.port) and the RATIS/ONE pipeline the
     // containers live in: its ID is the Raft group's.
     String ratis = "127.0.0.1:" + details.getPort(DatanodeDetails.Port.Name.RATIS).getValue();
+    // Its Ratis admin port (hdds.container.ratis.admin.port): groupList names the pipeline.
+    String ratisAdmin =
+        "127.0.0.1:" + details.getPort(DatanodeDetails.Port.Name.RATIS_ADMIN).getValue();
 
     String addr = "127.0.0.1:" + port;
     if (parsed.info != null) {
       List<String> lines = new ArrayList<>();
       lines.add("datanode " + addr);
       lines.add("ratis " + ratis);
+      lines.add("ratis-admin " + ratisAdmin);
       lines.add("pipeline " + pipeline);
       lines.add("uuid " + details.getUuidString());
       lines.add("http " + http);
@@ -183,6 +187,7 @@ public final class RealDatanode {
         parsed.containers.size());
     // `datanode` last: a reader that has it has the others.
     stdout.println("ratis " + ratis);
+    stdout.println("ratis-admin " + ratisAdmin);
     stdout.println("pipeline " + pipeline);
     stdout.println("datanode " + addr);
     stdout.flush();
