@@ -12,6 +12,11 @@ use support::run_block;
 
 /// A `csm_metrics_*` counter of the embedded dn-sim's one group, from its `/prom`.
 fn csm_counter(server: &dn_sim::EmbeddedServer, name: &str) -> u64 {
+    prom_value(server, &format!("csm_metrics_{name}"))
+}
+
+/// A series of the embedded dn-sim's one group, from its `/prom`.
+fn prom_value(server: &dn_sim::EmbeddedServer, name: &str) -> u64 {
     use std::io::{Read, Write};
     let addr = server.metrics_addr().expect("a metrics listener");
     let mut conn = std::net::TcpStream::connect(addr).unwrap();
@@ -22,7 +27,7 @@ fn csm_counter(server: &dn_sim::EmbeddedServer, name: &str) -> u64 {
     .unwrap();
     let mut text = String::new();
     conn.read_to_string(&mut text).unwrap();
-    let prefix = format!("csm_metrics_{name}{{");
+    let prefix = format!("{name}{{");
     text.lines()
         .find(|l| l.starts_with(&prefix))
         .and_then(|l| l.rsplit(' ').next())
@@ -94,6 +99,20 @@ fn an_echo_over_ratis_is_a_raft_write_unless_read_only_as_freon_s() {
     echo(&[]);
     assert_eq!(csm_counter(&server, "num_apply_transaction_ops"), 20);
     assert_eq!(csm_counter(&server, "num_query_state_machine_ops"), 0);
+    // Ratis's own log counts: 20 writes, each a commit that rose or not (two workers), the
+    // group's configuration entry, and the applied index at the last entry.
+    let writes = prom_value(&server, "ratis_log_worker_stateMachineLogEntryCount");
+    let metadata = prom_value(&server, "ratis_log_worker_metadataLogEntryCount");
+    assert_eq!(writes, 20);
+    assert!((1..=20).contains(&metadata), "{metadata}");
+    assert_eq!(
+        prom_value(&server, "ratis_log_worker_appendEntryCount"),
+        writes + metadata + 1
+    );
+    assert_eq!(
+        prom_value(&server, "ratis_state_machine_appliedIndex"),
+        writes + metadata
+    );
     echo(&["--read-only"]);
     assert_eq!(csm_counter(&server, "num_apply_transaction_ops"), 20);
     assert_eq!(csm_counter(&server, "num_query_state_machine_ops"), 20);

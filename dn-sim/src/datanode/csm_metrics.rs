@@ -18,8 +18,8 @@
 //!   its `writeChunk` length too, which is 0);
 //! - a Raft read: `num_query_state_machine_ops`.
 //!
-//! The counts are exact; the times are dn-sim's own phases (its log has no device yet, so the
-//! write of state machine data is the chunk write of the apply).
+//! The counts are exact; the times are dn-sim's own phases (the write of state machine data is
+//! the chunk write on its chunk writer, `sim::raft`).
 
 use crate::datanode::version::OzoneVersion;
 use common::proto::Type;

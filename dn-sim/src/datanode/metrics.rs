@@ -46,6 +46,8 @@ pub struct ContainerMetrics {
     /// The `CSMMetrics` of the Raft groups the Ratis port hosts (registered once at start; only a
     /// scrape reads the list).
     state_machines: Mutex<Vec<std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>>>,
+    /// Ratis's own metrics of the same groups (`ratis_*`).
+    ratis_groups: Mutex<Vec<std::sync::Arc<crate::datanode::ratis_metrics::RatisMetrics>>>,
 }
 
 impl ContainerMetrics {
@@ -62,6 +64,7 @@ impl ContainerMetrics {
             in_flight: AtomicI64::new(0),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
             state_machines: Mutex::new(Vec::new()),
+            ratis_groups: Mutex::new(Vec::new()),
         }
     }
 
@@ -71,6 +74,17 @@ impl ContainerMetrics {
         metrics: std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>,
     ) {
         self.state_machines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(metrics);
+    }
+
+    /// Renders a Raft group's Ratis metrics with the DataNode's (`ratis_*`).
+    pub fn register_ratis_group(
+        &self,
+        metrics: std::sync::Arc<crate::datanode::ratis_metrics::RatisMetrics>,
+    ) {
+        self.ratis_groups
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(metrics);
@@ -223,6 +237,14 @@ impl ContainerMetrics {
             .iter()
         {
             csm.render_into(self.version, host, &mut put);
+        }
+        for group in self
+            .ratis_groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            group.render_into(&mut put);
         }
         put(
             "hdds_dispatcher_concurrency".into(),

@@ -18,6 +18,7 @@ pub mod keyvalue;
 pub mod metrics;
 pub mod payload;
 pub mod prom_text;
+pub mod ratis_metrics;
 pub mod state_machine;
 pub mod store;
 pub mod timer;

@@ -52,6 +52,8 @@ pub struct ContainerStateMachine {
     pub retry_cache: RetryCache,
     /// The group's `CSMMetrics` (`csm_metrics_*` on `/prom`).
     pub metrics: std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>,
+    /// Ratis's own metrics of the group (`ratis_*` on `/prom`).
+    pub ratis_metrics: std::sync::Arc<crate::datanode::ratis_metrics::RatisMetrics>,
 }
 
 impl ContainerStateMachine {
@@ -71,6 +73,10 @@ impl ContainerStateMachine {
             unhealthy_containers: Mutex::new(Vec::new()),
             retry_cache: RetryCache::new(RETRY_CACHE_ENTRIES),
             metrics: std::sync::Arc::new(crate::datanode::csm_metrics::CsmMetrics::new(group)),
+            ratis_metrics: std::sync::Arc::new(crate::datanode::ratis_metrics::RatisMetrics::new(
+                group,
+                datanode_uuid,
+            )),
         }
     }
 
@@ -147,6 +153,12 @@ impl ContainerStateMachine {
 
     /// Appends a write to the log: its index.
     pub fn append(&self) -> u64 {
+        self.ratis_metrics
+            .appended(crate::datanode::ratis_metrics::Entry::StateMachine);
+        self.next_index()
+    }
+
+    fn next_index(&self) -> u64 {
         self.last_index.fetch_add(1, Ordering::AcqRel) + 1
     }
 
@@ -159,12 +171,15 @@ impl ContainerStateMachine {
         if index <= self.commit_index() {
             return;
         }
-        let metadata = self.append();
+        let metadata = self.next_index();
+        self.ratis_metrics
+            .appended(crate::datanode::ratis_metrics::Entry::Metadata);
         self.commit_index.send_if_modified(|c| {
             let raised = metadata > *c;
             *c = (*c).max(metadata);
             raised
         });
+        self.ratis_metrics.applied(metadata);
     }
 
     /// `applyTransaction`'s verdict on a response: results other than SUCCESS,

@@ -387,6 +387,7 @@ async fn write(
     use crate::datanode::csm_metrics::{Counter, Phase};
     let sm = &group.sm;
     let command = command(sm, request)?;
+    let _pending = PendingWrite::new(&sm.ratis_metrics);
     let metrics = &sm.metrics;
     let started = Instant::now();
     metrics.pending_apply(1);
@@ -563,11 +564,30 @@ fn success(
     }
 }
 
+/// A write between arrival and reply (`ratis_server_numPendingRequestInQueue`).
+struct PendingWrite<'a>(&'a crate::datanode::ratis_metrics::RatisMetrics);
+
+impl<'a> PendingWrite<'a> {
+    fn new(metrics: &'a crate::datanode::ratis_metrics::RatisMetrics) -> Self {
+        metrics.pending_write(1);
+        Self(metrics)
+    }
+}
+
+impl Drop for PendingWrite<'_> {
+    fn drop(&mut self) {
+        self.0.pending_write(-1);
+    }
+}
+
+/// A write's reply with its exception (Ratis counts it as a failed write).
 fn failure(
     sm: &ContainerStateMachine,
     rpc: &RaftRpcRequestProto,
     e: StateMachineError,
 ) -> RaftClientReplyProto {
+    sm.ratis_metrics
+        .failed(crate::datanode::ratis_metrics::Request::Write);
     RaftClientReplyProto {
         rpc_reply: Some(sm.reply_header(rpc, false)),
         exception_details: Some(ExceptionDetails::StateMachineException(

@@ -357,6 +357,10 @@ async fn start_ratis(
                 .metrics
                 .datanode
                 .register_state_machine(Arc::clone(&sm.metrics));
+            admission
+                .metrics
+                .datanode
+                .register_ratis_group(Arc::clone(&sm.ratis_metrics));
             Arc::new(sm)
         })
         .collect();
