@@ -503,28 +503,20 @@ impl Args {
     ) -> Result<(Config, Option<String>), String> {
         let (env_keys, warning) = ozone_site_keys(env)?;
         let mut listen = self.listen;
-        let mut ratis_listen = match self.ratis_listen {
+        // A Ratis port not given follows --listen: its address, the DataNode's port, or port 0
+        // with port 0.
+        let beside_listen = |given: Option<OptionalAddr>, port: u16| match given {
             Some(OptionalAddr(addr)) => addr,
             None => Some(SocketAddr::new(
                 self.listen.ip(),
-                if self.listen.port() == 0 {
-                    0
-                } else {
-                    common::ratis::DEFAULT_RATIS_PORT
-                },
+                if self.listen.port() == 0 { 0 } else { port },
             )),
         };
-        let mut ratis_admin_listen = match self.ratis_admin_listen {
-            Some(OptionalAddr(addr)) => addr,
-            None => Some(SocketAddr::new(
-                self.listen.ip(),
-                if self.listen.port() == 0 {
-                    0
-                } else {
-                    common::ratis::DEFAULT_RATIS_ADMIN_PORT
-                },
-            )),
-        };
+        let mut ratis_listen = beside_listen(self.ratis_listen, common::ratis::DEFAULT_RATIS_PORT);
+        let mut ratis_admin_listen = beside_listen(
+            self.ratis_admin_listen,
+            common::ratis::DEFAULT_RATIS_ADMIN_PORT,
+        );
         let (mut per_volume, mut validation, mut write_sync) = (None, None, None);
         let (mut tls_enabled, mut tls_versions) = (None, crate::net::tls::TlsVersions::default());
         let mut op_executors = crate::sim::raft::DEFAULT_OP_EXECUTORS;
