@@ -50,11 +50,8 @@ out="${out:-results}"
 mkdir -p "$out"
 
 harness_setup exp-ratis-executors.sh "$version" || exit $?
-if [ -z "${LOADGEN:-}" ] || [ -z "${DN_SIM:-}" ]; then
-    cargo build -q --release -p loadgen -p dn-sim
-fi
-loadgen="${LOADGEN:-target/release/loadgen}"
-dn_sim="${DN_SIM:-target/release/dn-sim}"
+release_binaries
+loadgen=$LOADGEN dn_sim=$DN_SIM
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/exp-ratis-executors.XXXXXX")"
 sim_pid=""

@@ -171,7 +171,7 @@ pub struct RunConfig {
     pub bandwidth: Option<f64>,
     /// `--ratis`: the Raft group (pipeline) requests go to on the Ratis port.
     pub ratis: Option<uuid::Uuid>,
-    /// `--ratis-admin`: the Ratis admin port that names the group (`crate::ratis_admin`), asked
+    /// `--ratis-admin`: the Ratis admin port that names the group (`crate::connection::ratis_admin`), asked
     /// before the run; `ratis` is then replaced by its answer.
     pub ratis_admin: Option<String>,
 }

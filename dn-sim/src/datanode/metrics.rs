@@ -43,12 +43,15 @@ pub struct ContainerMetrics {
     /// (count, total_ns) per type at the previous scrape, for `_avg_time` over the last interval as
     /// Hadoop's MutableRate reports it (0.0 for an interval without samples).
     previous: Mutex<Vec<(u64, u64)>>,
-    /// The `CSMMetrics` of the Raft groups the Ratis port hosts (registered once at start; only a
-    /// scrape reads the list).
-    state_machines: Mutex<Vec<std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>>>,
-    /// Ratis's own metrics of the same groups (`ratis_*`).
-    ratis_groups: Mutex<Vec<std::sync::Arc<crate::datanode::ratis_metrics::RatisMetrics>>>,
+    /// The Raft groups the Ratis port hosts, their `CSMMetrics` and Ratis's own metrics
+    /// (registered once at start; only a scrape reads the list).
+    groups: Mutex<Vec<GroupMetrics>>,
 }
+
+type GroupMetrics = (
+    std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>,
+    std::sync::Arc<crate::datanode::ratis_metrics::RatisMetrics>,
+);
 
 impl ContainerMetrics {
     /// Metrics of a DataNode of release `version` (its command types, its metric names).
@@ -63,31 +66,21 @@ impl ContainerMetrics {
             num_ops: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
-            state_machines: Mutex::new(Vec::new()),
-            ratis_groups: Mutex::new(Vec::new()),
+            groups: Mutex::new(Vec::new()),
         }
     }
 
-    /// Renders a Raft group's `CSMMetrics` with the DataNode's (`csm_metrics_*`).
-    pub fn register_state_machine(
+    /// Renders a Raft group's `CSMMetrics` (`csm_metrics_*`) and Ratis's metrics of it
+    /// (`ratis_*`) with the DataNode's.
+    pub fn register_group(
         &self,
-        metrics: std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>,
+        csm: std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>,
+        ratis: std::sync::Arc<crate::datanode::ratis_metrics::RatisMetrics>,
     ) {
-        self.state_machines
+        self.groups
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(metrics);
-    }
-
-    /// Renders a Raft group's Ratis metrics with the DataNode's (`ratis_*`).
-    pub fn register_ratis_group(
-        &self,
-        metrics: std::sync::Arc<crate::datanode::ratis_metrics::RatisMetrics>,
-    ) {
-        self.ratis_groups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(metrics);
+            .push((csm, ratis));
     }
 
     fn dn(&self, t: Type) -> &DnType {
@@ -230,21 +223,9 @@ impl ContainerMetrics {
             );
         }
         drop(previous);
-        for csm in self
-            .state_machines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
+        for (csm, ratis) in self.groups.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             csm.render_into(self.version, host, &mut put);
-        }
-        for group in self
-            .ratis_groups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            group.render_into(&mut put);
+            ratis.render_into(&mut put);
         }
         put(
             "hdds_dispatcher_concurrency".into(),

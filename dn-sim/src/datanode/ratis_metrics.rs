@@ -6,8 +6,8 @@
 //! - `ratis_log_worker_appendEntryCount`: every entry appended to the log, of which
 //!   `stateMachineLogEntryCount` (the writes), `metadataLogEntryCount` (a commit index that rose)
 //!   and `configLogEntryCount` (the group's configuration: one, at the group's start);
-//! - `ratis_server_numFailedClientWriteOnServer`, `…ReadOnServer`, `…WatchOnServer`: requests
-//!   answered with an exception;
+//! - `ratis_server_numFailedClientWriteOnServer`: writes answered with an exception (`…Read…`
+//!   and `…Watch…` stay 0: dn-sim answers no read or watch with one);
 //! - `ratis_server_numPendingRequestInQueue`: writes between arrival and reply;
 //! - `ratis_state_machine_appliedIndex`: the last log index applied (the commit index in a
 //!   one-node group).
@@ -26,19 +26,11 @@ pub enum Entry {
     Metadata,
 }
 
-/// Which client request failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Request {
-    Write,
-    Read,
-    Watch,
-}
-
 pub struct RatisMetrics {
     labels: String,
     state_machine_entries: AtomicU64,
     metadata_entries: AtomicU64,
-    failed: [AtomicU64; 3],
+    failed_writes: AtomicU64,
     pending_writes: AtomicI64,
     applied_index: AtomicU64,
 }
@@ -57,7 +49,7 @@ impl RatisMetrics {
             ),
             state_machine_entries: AtomicU64::new(0),
             metadata_entries: AtomicU64::new(0),
-            failed: Default::default(),
+            failed_writes: AtomicU64::new(0),
             pending_writes: AtomicI64::new(0),
             applied_index: AtomicU64::new(0),
         }
@@ -71,8 +63,8 @@ impl RatisMetrics {
         .fetch_add(1, Relaxed);
     }
 
-    pub fn failed(&self, request: Request) {
-        self.failed[request as usize].fetch_add(1, Relaxed);
+    pub fn write_failed(&self) {
+        self.failed_writes.fetch_add(1, Relaxed);
     }
 
     pub fn pending_write(&self, delta: i64) {
@@ -87,7 +79,6 @@ impl RatisMetrics {
     pub fn render_into(&self, put: &mut dyn FnMut(String, &'static str, String, String)) {
         let sm = self.state_machine_entries.load(Relaxed);
         let metadata = self.metadata_entries.load(Relaxed);
-        let failed = |r: Request| self.failed[r as usize].load(Relaxed) as f64;
         let series: [(&str, f64); 9] = [
             (
                 "ratis_log_worker_appendEntryCount",
@@ -101,16 +92,10 @@ impl RatisMetrics {
             ),
             (
                 "ratis_server_numFailedClientWriteOnServer",
-                failed(Request::Write),
+                self.failed_writes.load(Relaxed) as f64,
             ),
-            (
-                "ratis_server_numFailedClientReadOnServer",
-                failed(Request::Read),
-            ),
-            (
-                "ratis_server_numFailedClientWatchOnServer",
-                failed(Request::Watch),
-            ),
+            ("ratis_server_numFailedClientReadOnServer", 0.0),
+            ("ratis_server_numFailedClientWatchOnServer", 0.0),
             (
                 "ratis_server_numPendingRequestInQueue",
                 self.pending_writes.load(Relaxed).max(0) as f64,
@@ -145,7 +130,7 @@ mod tests {
             m.appended(Entry::StateMachine);
         }
         m.appended(Entry::Metadata);
-        m.failed(Request::Write);
+        m.write_failed();
         m.applied(5);
         m.applied(4);
         let mut lines = Vec::new();

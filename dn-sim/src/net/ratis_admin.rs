@@ -50,10 +50,12 @@ impl RatisAdmin {
 /// a requestor id that is not 16 bytes): the exception escapes the handler and grpc-java ends
 /// the call with UNKNOWN (Ratis 3.2.1, as a real Ozone 2.2.0 DataNode's admin port answers).
 fn ids_unparsable(rpc: Option<&RaftRpcRequestProto>) -> Option<Status> {
-    let rpc = rpc.cloned().unwrap_or_default();
-    let group_ok = rpc.raft_group_id.as_ref().map_or(0, |g| g.id.len()) == 16;
-    (rpc.reply_id.is_empty() || rpc.requestor_id.len() != 16 || !group_ok)
-        .then(|| Status::unknown("Application error processing RPC"))
+    let parses = rpc.is_some_and(|rpc| {
+        !rpc.reply_id.is_empty()
+            && rpc.requestor_id.len() == 16
+            && rpc.raft_group_id.as_ref().is_some_and(|g| g.id.len() == 16)
+    });
+    (!parses).then(|| Status::unknown("Application error processing RPC"))
 }
 
 fn not_simulated(call: &str) -> Status {

@@ -42,9 +42,6 @@ use tonic::{Request, Response, Status, Streaming};
 /// requests per server by `raft.server.write.element-limit`, 4096).
 pub const MAX_PENDING: usize = 1024;
 
-/// The Raft groups this DataNode hosts, by group id.
-pub type Groups = HashMap<uuid::Uuid, Arc<ContainerStateMachine>>;
-
 pub struct RatisService {
     inner: Arc<Inner>,
 }
@@ -71,19 +68,20 @@ struct Group {
 }
 
 impl RatisService {
+    /// The port of a DataNode hosting `machines`' groups.
     pub fn new(
         admission: Arc<Admission>,
-        groups: Groups,
+        machines: Vec<Arc<ContainerStateMachine>>,
         raft: Arc<RaftModel>,
         message_size_max: usize,
         rngs: RngFactory,
         peer: String,
     ) -> Self {
-        let groups = groups
+        let groups = machines
             .into_iter()
-            .map(|(id, sm)| {
+            .map(|sm| {
                 let executors = raft.group_executors();
-                (id, Group { sm, executors })
+                (sm.group(), Group { sm, executors })
             })
             .collect();
         Self {
@@ -413,13 +411,13 @@ async fn write(
         .and_then(|w| w.chunk_data.as_ref())
         .map_or(0, |c| c.len);
     let mut rng = inner.rngs.for_stream();
-    // The entry holds the command without WriteChunk's data (the chunk file gets that).
-    let data_len = command
-        .write_chunk
-        .as_ref()
-        .and_then(|w| w.data.as_ref())
-        .map_or(0, |d| d.len());
     let logged = if inner.raft.log.is_enabled() {
+        // The entry holds the command without WriteChunk's data (the chunk file gets that).
+        let data_len = command
+            .write_chunk
+            .as_ref()
+            .and_then(|w| w.data.as_ref())
+            .map_or(0, |d| d.len());
         let entry = log_entry_bytes(command.encoded_len() - data_len);
         started + inner.raft.log.reserve(entry, Instant::now(), &mut rng)
     } else {
@@ -586,8 +584,7 @@ fn failure(
     rpc: &RaftRpcRequestProto,
     e: StateMachineError,
 ) -> RaftClientReplyProto {
-    sm.ratis_metrics
-        .failed(crate::datanode::ratis_metrics::Request::Write);
+    sm.ratis_metrics.write_failed();
     RaftClientReplyProto {
         rpc_reply: Some(sm.reply_header(rpc, false)),
         exception_details: Some(ExceptionDetails::StateMachineException(

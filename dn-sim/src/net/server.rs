@@ -356,11 +356,7 @@ async fn start_ratis(
             admission
                 .metrics
                 .datanode
-                .register_state_machine(Arc::clone(&sm.metrics));
-            admission
-                .metrics
-                .datanode
-                .register_ratis_group(Arc::clone(&sm.ratis_metrics));
+                .register_group(Arc::clone(&sm.metrics), Arc::clone(&sm.ratis_metrics));
             Arc::new(sm)
         })
         .collect();
@@ -371,11 +367,10 @@ async fn start_ratis(
         ),
         None => None,
     };
-    let groups = machines.into_iter().map(|sm| (sm.group(), sm)).collect();
     let service =
         RaftClientProtocolServiceServer::new(crate::net::ratis_service::RatisService::new(
             Arc::clone(admission),
-            groups,
+            machines,
             raft,
             config.raft.message_size_max,
             RngFactory::new(config.seed).fork("ratis"),
