@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Ozone 2.2.0's own Java client (hdds-client: XceiverClientGrpc over a STANDALONE pipeline built
 # without SCM, ContainerProtocolCalls, Checksum, BlockOutputStream/BlockInputStream; then
-# XceiverClientRatis over a RATIS/ONE pipeline on dn-sim's Ratis port) against a dn-sim:
-# interop/ozone's ClientCheck. Builds the harness and dn-sim, starts dn-sim on a loopback
-# port it binds itself (port 0, --ready-file), runs ClientCheck (one `PASS name` or `FAIL name: why` line per check, then
-# `N passed, M failed`), stops dn-sim and exits with ClientCheck's status (0: all passed).
+# XceiverClientRatis and RatisBlockOutputStream over a RATIS/ONE pipeline on dn-sim's Ratis port)
+# against a dn-sim: interop/ozone's ClientCheck. Builds the harness and dn-sim, starts dn-sim on a
+# loopback port it binds itself (port 0, --ready-file), runs ClientCheck (one `PASS name` or
+# `FAIL name: why` line per check, then `N passed, M failed`), stops dn-sim and exits with
+# ClientCheck's status (0: all passed).
 #
 # With --real-datanode the same checks run against a real Ozone DataNode instead
 # (scripts/real-datanode.sh, its containers 1-10 on a RATIS/ONE pipeline): what dn-sim must match.
 #
 # Usage: scripts/java-client-check.sh [--real-datanode] [ClientCheck flags]... [-- dn-sim flags...]
 #   ClientCheck flags: --container ID (new, default 4242), --block-container ID (default 1),
-#                      --big-block-mb N (default 64; 0 skips the stream block)
+#                      --big-block-mb N (default 64; 0 skips the stream blocks)
 #   e.g. scripts/java-client-check.sh --big-block-mb 0 -- --verify-checksums
 # Exit 3 (and one line on stderr) only when Maven Central (or, installing Java/Maven, Debian's
 # archive) is out of reach, as a probe showed: nothing was checked. A harness that does not build

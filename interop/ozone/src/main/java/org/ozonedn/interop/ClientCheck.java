@@ -42,6 +42,7 @@ import org.apache.hadoop.hdds.scm.storage.BlockInputStream;
 import org.apache.hadoop.hdds.scm.storage.BlockOutputStream;
 import org.apache.hadoop.hdds.scm.storage.BufferPool;
 import org.apache.hadoop.hdds.scm.storage.ContainerProtocolCalls;
+import org.apache.hadoop.hdds.scm.storage.RatisBlockOutputStream;
 import org.apache.hadoop.ozone.common.Checksum;
 import org.apache.hadoop.ozone.common.ChecksumData;
 import org.apache.ratis.thirdparty.com.google.protobuf.ByteString;
@@ -198,7 +199,7 @@ public final class ClientCheck {
       if (ratisTarget != null) {
         ClientCheck rc = ratisCheck(ratisTarget, pipelineId, uuid, conf);
         try {
-          rc.runRatis(blockContainer, closeContainer, client);
+          rc.runRatis(blockContainer, closeContainer, client, pipeline, bigBlockMb);
         } finally {
           rc.client.close();
         }
@@ -244,7 +245,8 @@ public final class ClientCheck {
   }
 
   /** The Ratis checks: echo both ways, writes with their log index and commit watch, a closed container. */
-  private void runRatis(long c, long closing, XceiverClientSpi grpc) throws Exception {
+  private void runRatis(long c, long closing, XceiverClientSpi grpc, Pipeline grpcPipeline,
+      int bigBlockMb) throws Exception {
     check("Ratis: echo as a Raft write (512-byte answer)", () -> {
       ContainerProtos.EchoResponseProto r = ContainerProtocolCalls.echo(client, "", c,
           ByteString.copyFrom(randomBytes(1024)), 512, 0, false);
@@ -302,6 +304,12 @@ public final class ClientCheck {
       long stored = r.getGetBlock().getBlockData().getBlockID().getBlockCommitSequenceId();
       return stored == bcsId[0] ? null : "stored bcsId " + stored + ", not " + bcsId[0];
     });
+    if (bigBlockMb > 0) {
+      // Ozone's default buffers (4 MB each, a PutBlock every 16 MB, 32 MB in all): for a block
+      // above 32 MB the writer goes on only as the commit watcher's watches free what the
+      // DataNode has committed.
+      streamBlock(c, 202, bigBlockMb, grpcPipeline, true, 32L << 20);
+    }
     check("Ratis: a closed container refuses a write (ContainerNotOpenException)", () -> {
       ContainerProtocolCalls.closeContainer(client, closing, null);
       try {
@@ -655,7 +663,7 @@ public final class ClientCheck {
     });
 
     if (bigBlockMb > 0) {
-      streamBlock(blockContainer, bigBlockMb);
+      streamBlock(blockContainer, 201, bigBlockMb, pipeline, false, (long) bigBlockMb << 20);
     }
 
     check("CloseContainer " + c, () -> {
@@ -701,33 +709,42 @@ public final class ClientCheck {
   }
 
   /**
-   * One block through Ozone's stream classes. {@code BlockOutputStream} itself (not
-   * {@code RatisBlockOutputStream}, whose commit watcher needs {@code XceiverClientRatis}) writes
-   * over whatever client its factory gives for the pipeline: {@code XceiverClientCreator} gives
-   * {@code XceiverClientGrpc} for STANDALONE. Without a commit watcher no buffer is ever released
-   * (the base class's {@code watchForCommit} is a no-op), so the pool must hold the whole block.
+   * One block through Ozone's stream classes, written over this check's pipeline and read back
+   * over {@code readVia} (a STANDALONE pipeline: {@code BlockInputStream} reads over gRPC).
+   *
+   * <p>Over STANDALONE it is {@code BlockOutputStream} itself, over {@code XceiverClientGrpc}
+   * (what {@code XceiverClientCreator} gives for the pipeline): it has no commit watcher (the base
+   * class's {@code watchForCommit} is a no-op), no buffer is ever released, so the pool must hold
+   * the whole block. Over RATIS it is {@code RatisBlockOutputStream} over
+   * {@code XceiverClientRatis}, as an Ozone key write uses: its {@code CommitWatcher} watches the
+   * PutBlocks' log indexes and frees their buffers, so a pool smaller than the block suffices.
    */
-  private void streamBlock(long container, int mb) {
+  private void streamBlock(long container, long localId, int mb, Pipeline readVia, boolean ratis,
+      long bufferMax) {
     long size = (long) mb << 20;
-    BlockID id = new BlockID(container, 201);
+    BlockID id = new BlockID(container, localId);
     byte[] data = randomBytes((int) size);
     OzoneClientConfig cfg = conf.getObject(OzoneClientConfig.class);
     cfg.setChecksumType(ChecksumType.CRC32C);
     cfg.setBytesPerChecksum(16 << 10);
     cfg.setStreamBufferSize(4 << 20);
-    cfg.setStreamBufferFlushSize(16 << 20);
-    cfg.setStreamBufferMaxSize(Math.max(size, 16L << 20));
+    cfg.setStreamBufferFlushSize(16L << 20);
+    cfg.setStreamBufferMaxSize(Math.max(bufferMax, 16L << 20));
     cfg.setChecksumVerify(true);
     ReplicationConfig rc = pipeline.getReplicationConfig();
     StreamBufferArgs args = StreamBufferArgs.getDefaultStreamBufferArgs(rc, cfg);
-    String name = "BlockOutputStream " + mb + " MB (CRC32C)";
+    String name = (ratis ? "Ratis: RatisBlockOutputStream " : "BlockOutputStream ") + mb
+        + " MB (CRC32C" + (ratis ? ", " + (cfg.getStreamBufferMaxSize() >> 20) + " MB of buffers)" : ")");
     boolean written = check(name, () -> {
       ExecutorService exec = Executors.newSingleThreadExecutor();
       try (XceiverClientCreator factory = new XceiverClientCreator(conf)) {
         int buffers = (int) (cfg.getStreamBufferMaxSize() / cfg.getStreamBufferSize());
         BufferPool pool = new BufferPool(cfg.getStreamBufferSize(), buffers);
-        BlockOutputStream out = new BlockOutputStream(id, size, factory, pipeline, pool, cfg, null,
-            ContainerClientMetrics.acquire(), args, () -> exec);
+        BlockOutputStream out = ratis
+            ? new RatisBlockOutputStream(id, size, factory, pipeline, pool, cfg, null,
+                ContainerClientMetrics.acquire(), args, () -> exec)
+            : new BlockOutputStream(id, size, factory, pipeline, pool, cfg, null,
+                ContainerClientMetrics.acquire(), args, () -> exec);
         int off = 0;
         // Uneven writes, so buffers and chunks do not line up with the calls.
         int step = (3 << 20) + 12345;
@@ -739,6 +756,10 @@ public final class ClientCheck {
         out.close();
         if (out.getWrittenDataLength() != size) {
           return "wrote " + out.getWrittenDataLength();
+        }
+        // Every byte acknowledged as committed: the watches covered the last PutBlock.
+        if (ratis && out.getTotalAckDataLength() != size) {
+          return "committed (acknowledged) " + out.getTotalAckDataLength() + " of " + size + " bytes";
         }
       } finally {
         exec.shutdownNow();
@@ -754,9 +775,9 @@ public final class ClientCheck {
     if (!written) {
       return;
     }
-    check("BlockInputStream " + mb + " MB (checksums verified)", () -> {
+    check((ratis ? "Ratis: " : "") + "BlockInputStream " + mb + " MB (checksums verified)", () -> {
       try (XceiverClientCreator factory = new XceiverClientCreator(conf);
-           BlockInputStream in = new BlockInputStream(id, size, pipeline, null, factory, cfg)) {
+           BlockInputStream in = new BlockInputStream(id, size, readVia, null, factory, cfg)) {
         byte[] back = new byte[data.length];
         int off = 0;
         int step = (1 << 20) + 777;
