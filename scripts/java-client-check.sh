@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --) shift; sim_args=("$@"); break ;;
         --real-datanode) real=1; shift ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) check_args+=("$1"); shift ;;
     esac
 done
