@@ -710,3 +710,87 @@ async fn the_admin_port_lists_the_hosted_groups_and_refuses_ids_that_do_not_pars
     assert_eq!(status.code(), tonic::Code::Unknown);
     assert_eq!(status.message(), "Application error processing RPC");
 }
+
+/// The first `/prom` sample of `name` (a name, or a name and the start of its labels), as a
+/// number.
+async fn prom_sample(server: &dn_sim::RunningServer, name: &str) -> f64 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr = server.metrics_addr().expect("a metrics listener");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET /prom HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    let prefix = if name.contains('{') {
+        name.to_string()
+    } else {
+        format!("{name}{{")
+    };
+    text.lines()
+        .find(|l| l.starts_with(&prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix} in /prom"))
+}
+
+#[tokio::test]
+async fn ratis_times_and_counts_each_call_by_its_kind_as_a_real_datanode_does() {
+    let (server, mut client) = server_with(|config| {
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    let mut stream = Ordered::open(&mut client).await;
+    // A write, then its retry on another stream: a miss, the apply's hit, the retry's hit.
+    stream.send(raft(&echo(false, 10), 1, 2)).await;
+    stream.next().await.unwrap();
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(raft(&echo(false, 10), 1, 0)).await.unwrap();
+    let mut other = client
+        .unordered(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    other.message().await.unwrap().unwrap();
+    // A closed container's refused write is a failed write; a read of it is not a failure.
+    let close = Req {
+        close_container: Some(CloseContainerRequestProto {}),
+        ..req(Type::CloseContainer, 3)
+    };
+    stream.send(raft(&close, 2, 3)).await;
+    stream.next().await.unwrap();
+    let mut refused = echo(false, 0);
+    refused.container_id = 3;
+    stream.send(raft(&refused, 3, 4)).await;
+    assert!(stream.next().await.unwrap().exception_details.is_some());
+    stream.send(raft(&echo(true, 0), 4, 5)).await;
+    stream.next().await.unwrap();
+
+    let sample = |name: &'static str| prom_sample(&server, name);
+    // Writes: call 1, its retry, the close, the refused write.
+    assert_eq!(sample("ratis_server_clientWriteRequest_count").await, 4.0);
+    assert_eq!(
+        sample("ratis_server_numFailedClientWriteOnServer").await,
+        1.0
+    );
+    assert_eq!(sample("ratis_server_clientReadRequest_count").await, 1.0);
+    assert_eq!(
+        sample("ratis_server_numFailedClientReadOnServer").await,
+        0.0
+    );
+    // The test's dummy first watch is ALL_COMMITTED (Ratis's own client sends MAJORITY).
+    assert_eq!(
+        sample("ratis_server_clientWatch_ALL_COMMITTEDRequest_count").await,
+        1.0
+    );
+    assert_eq!(sample("ratis_server_clientWatchRequest_count").await, 0.0);
+    // Three first writes missed the retry cache; the two applied ones and the retry hit it (the
+    // refused write never reached the log).
+    assert_eq!(sample("ratis_server_retryCacheMissCount").await, 3.0);
+    assert_eq!(sample("ratis_server_retryCacheHitCount").await, 3.0);
+    assert_eq!(sample("ratis_server_retryCacheHitRate").await, 0.5);
+    // The timer's quantiles are durations in seconds: positive, ordered, under the test's span.
+    let p50 = sample("ratis_server_clientWriteRequest{quantile=\"0.5\"").await;
+    let p999 = sample("ratis_server_clientWriteRequest{quantile=\"0.999\"").await;
+    assert!(0.0 < p50 && p50 <= p999 && p999 < 10.0, "{p50} {p999}");
+}

@@ -113,9 +113,32 @@ fn an_echo_over_ratis_is_a_raft_write_unless_read_only_as_freon_s() {
         prom_value(&server, "ratis_state_machine_appliedIndex"),
         writes + metadata
     );
+    // Ratis's timers count every call; a first write misses the retry cache and hits it when
+    // applied (a real 2.2.0 DataNode moved these series alike); every ordered stream opens
+    // with a MAJORITY watch.
+    assert_eq!(
+        prom_value(&server, "ratis_server_clientWriteRequest_count"),
+        20
+    );
+    assert_eq!(prom_value(&server, "ratis_server_retryCacheMissCount"), 20);
+    assert_eq!(prom_value(&server, "ratis_server_retryCacheHitCount"), 20);
+    let watches = prom_value(&server, "ratis_server_clientWatchRequest_count");
+    assert!((1..=2).contains(&watches), "{watches}");
+    assert_eq!(
+        prom_value(&server, "ratis_server_numFailedClientWriteOnServer"),
+        0
+    );
     echo(&["--read-only"]);
     assert_eq!(csm_counter(&server, "num_apply_transaction_ops"), 20);
     assert_eq!(csm_counter(&server, "num_query_state_machine_ops"), 20);
+    assert_eq!(
+        prom_value(&server, "ratis_server_clientReadRequest_count"),
+        20
+    );
+    assert_eq!(
+        prom_value(&server, "ratis_server_clientWriteRequest_count"),
+        20
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@
 //! - A stream holds at most [`MAX_PENDING`] requests in progress; beyond that it reads no more
 //!   until replies leave, so one client costs bounded memory.
 
+use crate::datanode::ratis_metrics::Call;
 use crate::datanode::state_machine::{ContainerStateMachine, Lookup, StateMachineError};
 use crate::sim::admission::{Admission, Executor, Outcome};
 use crate::sim::raft::{GroupExecutors, RaftModel, log_entry_bytes};
@@ -315,17 +316,47 @@ async fn handle(
     else {
         return Err(group_mismatch(&inner.peer, &group_bytes));
     };
+    // Ratis times and counts a call from here, its group found (`submitClientRequestAsync`),
+    // to its reply, whatever the reply.
+    let started = Instant::now();
+    let call = match &request.r#type {
+        Some(RequestType::Write(_)) => Some(Call::Write),
+        Some(RequestType::Read(_)) => Some(Call::Read),
+        Some(RequestType::StaleRead(_)) => Some(Call::StaleRead),
+        Some(RequestType::Watch(w)) => Some(Call::Watch(w.replication)),
+        _ => None,
+    };
+    let result = call_group(&inner, group, &rpc, &request).await;
+    if let Some(call) = call {
+        let failed = match &result {
+            Ok(reply) => reply.exception_details.is_some(),
+            Err(_) => true,
+        };
+        group.sm.ratis_metrics.call(call, started.elapsed(), failed);
+    }
+    result
+}
+
+async fn call_group(
+    inner: &Inner,
+    group: &Group,
+    rpc: &RaftRpcRequestProto,
+    request: &RaftClientRequestProto,
+) -> Result<RaftClientReplyProto, Status> {
     let sm = &group.sm;
     match request.r#type {
         Some(RequestType::Watch(watch)) => {
             let commit = sm.wait_committed(watch.index).await;
-            let mut reply = success(sm, &rpc, None);
+            let mut reply = success(sm, rpc, None);
             reply.log_index = commit;
             Ok(reply)
         }
         Some(RequestType::Write(_)) => {
             let client = common::ratis::id_from_bytes(&rpc.requestor_id).unwrap_or_default();
-            match sm.retry_cache.lookup(client, rpc.call_id) {
+            let lookup = sm.retry_cache.lookup(client, rpc.call_id);
+            sm.ratis_metrics
+                .retry_cache_lookup(matches!(lookup, Lookup::Retry(_)));
+            match lookup {
                 Lookup::Retry(mut cached) => {
                     let reply = cached
                         .wait_for(Option::is_some)
@@ -336,14 +367,14 @@ async fn handle(
                     Ok(reply)
                 }
                 Lookup::First(tx) => {
-                    let reply = write(&inner, group, &rpc, &request).await?;
+                    let reply = write(inner, group, rpc, request).await?;
                     tx.send_replace(Some(reply.clone()));
                     Ok(reply)
                 }
             }
         }
         Some(RequestType::Read(_) | RequestType::StaleRead(_)) => {
-            read(&inner, sm, &rpc, &request).await
+            read(inner, sm, rpc, request).await
         }
         Some(
             RequestType::MessageStream(_) | RequestType::DataStream(_) | RequestType::Forward(_),
@@ -482,6 +513,9 @@ async fn write(
     metrics.pending_apply(-1);
     match outcome {
         Outcome::Answer(resp) => {
+            // The applied entry's reply is found through the retry cache
+            // (`replyPendingRequest`): a hit.
+            sm.ratis_metrics.retry_cache_lookup(true);
             if let Some(t) = cmd {
                 metrics.pipeline_latency(t, started.elapsed());
             }
@@ -584,7 +618,6 @@ fn failure(
     rpc: &RaftRpcRequestProto,
     e: StateMachineError,
 ) -> RaftClientReplyProto {
-    sm.ratis_metrics.write_failed();
     RaftClientReplyProto {
         rpc_reply: Some(sm.reply_header(rpc, false)),
         exception_details: Some(ExceptionDetails::StateMachineException(
