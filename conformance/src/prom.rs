@@ -6,11 +6,19 @@
 //!   this machine's host name, are dropped; path-like values become `<path>` (see
 //!   `normalize::normalize_string`), and a Raft group as Ratis names it (`group-` and 12 hex
 //!   digits: `csm_metrics_*{raftgroupid=…}`, each target's own pipeline) `group-<id>`. Series
-//!   that collapse into one key are added up.
+//!   that collapse into one key are added up; a sample repeated with the same name and labels
+//!   counts once (the harness's JVM runs a DataNode, an SCM and an OM, each of which registers
+//!   Ratis's exporter, so a real DataNode's Ratis series appear three times on its `/prom`; a
+//!   DataNode in a JVM of its own shows each once).
+//! - Ratis's series name their group in a `group` label (`ratis_*{instance=…,group=…}`), and a
+//!   real DataNode's JVM also holds the Ratis servers of its SCM and OM: a `group` that is not
+//!   the target's own pipeline drops the series.
 //! - A counter's answer is its delta since the baseline scrape taken before the scenario's first
 //!   step (a series absent then counts from 0). Gauges (`# TYPE … gauge`, or names ending in
-//!   `_avg_time`, `_stdev_time`, `_min_time`, `_max_time`, `_imin_time`, `_imax_time`) are
-//!   compared for presence only.
+//!   `_avg_time`, `_stdev_time`, `_min_time`, `_max_time`, `_imin_time`, `_imax_time`) and a
+//!   summary's quantiles (durations) are compared for presence only, except Ratis's: its
+//!   exporter types every Dropwizard counter `gauge`, and its gauges are counts and log
+//!   indexes, so a `ratis_*` gauge's delta is compared (a summary's `_count` is a counter).
 //! - The answer of a `prom` step: `{"prom": {NAME: {"type": T, "series": {LABELS: DELTA |
 //!   "present"}}, …}}`, or `NAME: "absent"` when the target has no series of that name.
 
@@ -209,6 +217,12 @@ fn looks_local(value: &str, hostname: Option<&str>) -> bool {
         || hostname.is_some_and(|h| value == h || value.split('.').next() == Some(h))
 }
 
+/// A pipeline's Raft group as Ratis prints its id: `group-` and the last 12 hex digits.
+pub fn raft_group_name(pipeline: uuid::Uuid) -> String {
+    let hex = pipeline.simple().to_string().to_uppercase();
+    format!("group-{}", &hex[20..])
+}
+
 /// `group-XXXXXXXXXXXX`: a `RaftGroupId` as Ratis prints it.
 fn is_raft_group_name(value: &str) -> bool {
     value
@@ -242,11 +256,26 @@ pub fn label_key(labels: &[(String, String)], hostname: Option<&str>) -> String 
 }
 
 /// A scrape's text as a [`Snapshot`].
-pub fn snapshot(text: &str) -> Snapshot {
+/// `own_group`: the target's pipeline as Ratis names its group (`group-XXXXXXXXXXXX`, see
+/// [`raft_group_name`]); series of other groups are left out.
+pub fn snapshot(text: &str, own_group: Option<&str>) -> Snapshot {
     let (types, samples, skipped) = parse(text);
     let hostname = local_hostname();
     let mut values: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut seen: std::collections::HashSet<(String, Vec<(String, String)>)> =
+        std::collections::HashSet::new();
     for s in samples {
+        if !seen.insert((s.name.clone(), s.labels.clone())) {
+            continue;
+        }
+        let foreign = own_group.is_some_and(|own| {
+            s.labels
+                .iter()
+                .any(|(k, v)| k == "group" && is_raft_group_name(v) && !v.eq_ignore_ascii_case(own))
+        });
+        if foreign {
+            continue;
+        }
         let key = (s.name.clone(), label_key(&s.labels, hostname.as_deref()));
         *values.entry(key).or_insert(0.0) += s.value;
     }
@@ -259,7 +288,11 @@ pub fn snapshot(text: &str) -> Snapshot {
 
 /// Whether a metric is compared for presence only.
 pub fn is_gauge(name: &str, kind: Option<&str>) -> bool {
-    kind == Some("gauge") || GAUGE_SUFFIXES.iter().any(|s| name.ends_with(s))
+    match kind {
+        Some("summary") => true,
+        Some("gauge") => !name.starts_with("ratis_"),
+        _ => GAUGE_SUFFIXES.iter().any(|s| name.ends_with(s)),
+    }
 }
 
 fn number(delta: f64) -> Json {
@@ -442,7 +475,7 @@ odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/
         assert_eq!(samples[4].name, "plain_metric");
         assert_eq!(samples[4].value, 1500.0);
         assert_eq!(samples[5].labels[0], ("a".into(), "x\"y\\z".into()));
-        let snap = snapshot(TEXT);
+        let snap = snapshot(TEXT, None);
         let keys: Vec<_> = snap.values.keys().cloned().collect();
         assert!(keys.contains(&(
             "storage_container_metrics_num_echo".into(),
@@ -473,7 +506,7 @@ odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/
         assert_eq!(samples[0].labels[1].1, "a|b\n2026-12-01 08:38:12|c");
         assert_eq!(samples[1].name, "after");
         assert_eq!(skipped.len(), 3, "{skipped:?}");
-        let snap = snapshot(text);
+        let snap = snapshot(text, None);
         let a = answer(&["bad2".to_string(), "nothing".to_string()], &snap, &snap);
         assert_eq!(
             a,
@@ -483,12 +516,12 @@ odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/
 
     #[test]
     fn deltas_presence_and_absence() {
-        let base = snapshot(TEXT);
+        let base = snapshot(TEXT, None);
         let later = TEXT
             .replace("hostname=\"vm\"} 3", "hostname=\"vm\"} 5")
             .replace("} 1234.5", "} 99")
             .replace("type=\"Echo\"} 7", "type=\"Echo\"} 8");
-        let now = snapshot(&format!("{later}new_counter{{x=\"1\"}} 4\n"));
+        let now = snapshot(&format!("{later}new_counter{{x=\"1\"}} 4\n"), None);
         let names: Vec<String> = [
             "storage_container_metrics_num_echo",
             "storage_container_metrics_latency_ns_echo_avg_time",
@@ -519,6 +552,37 @@ odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/
         assert!(is_gauge("x_avg_time", Some("counter")));
         assert!(is_gauge("hdds_dispatcher_concurrency", Some("gauge")));
         assert!(!is_gauge("x_num_ops", Some("counter")));
+    }
+
+    #[test]
+    fn ratis_series_of_other_groups_in_the_jvm_are_left_out() {
+        // A real DataNode's JVM: its pipeline's group, and SCM's and OM's Ratis groups.
+        let text = "# TYPE ratis_server_retryCacheHitCount gauge\n\
+            ratis_server_retryCacheHitCount{instance=\"1d808239-e08f-4aa1-bba6-d885f14ab141\",group=\"group-6BAD6CA4792A\",} 14.0\n\
+            ratis_server_retryCacheHitCount{instance=\"17b49082-be15-4b23-ab44-00cea4d5afc9\",group=\"group-3BE759440D7C\",} 7.0\n\
+            ratis_server_retryCacheHitCount{instance=\"om1\",group=\"group-C5BA1605619E\",} 3.0\n";
+        let pipeline = uuid::Uuid::parse_str("b4d3916d-4bb9-4f3d-99ab-6bad6ca4792a").unwrap();
+        let own = raft_group_name(pipeline);
+        assert_eq!(own, "group-6BAD6CA4792A");
+        let snap = snapshot(text, Some(&own));
+        let values: Vec<f64> = snap.values.values().copied().collect();
+        assert_eq!(values, [14.0], "{:?}", snap.values);
+        // Without a pipeline every group is kept (and the DataNode's and SCM's add up).
+        assert_eq!(snapshot(text, None).values.len(), 2);
+        // The harness's JVM prints each Ratis series once per registered exporter: once counts.
+        let tripled = text.replace(
+            "ratis_server_retryCacheHitCount{instance=\"om1\"",
+            "ratis_server_retryCacheHitCount{instance=\"1d808239-e08f-4aa1-bba6-d885f14ab141\",group=\"group-6BAD6CA4792A\",} 14.0\n\
+             ratis_server_retryCacheHitCount{instance=\"1d808239-e08f-4aa1-bba6-d885f14ab141\",group=\"group-6BAD6CA4792A\",} 14.0\n\
+             ratis_server_retryCacheHitCount{instance=\"om1\"",
+        );
+        let snap = snapshot(&tripled, Some(&own));
+        assert_eq!(snap.values.values().copied().collect::<Vec<_>>(), [14.0]);
+        // Ratis's Dropwizard counts are typed gauge and compared as counters; its timers'
+        // quantiles for presence, their _count (no TYPE of its own) as a counter.
+        assert!(!is_gauge("ratis_server_retryCacheHitCount", Some("gauge")));
+        assert!(is_gauge("ratis_server_clientWriteRequest", Some("summary")));
+        assert!(!is_gauge("ratis_server_clientWriteRequest_count", None));
     }
 
     #[test]

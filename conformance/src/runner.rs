@@ -147,6 +147,7 @@ async fn settled_snapshot(
     http: Option<&str>,
     names: &[String],
     settle: Duration,
+    own_group: Option<&str>,
 ) -> Result<Snapshot, String> {
     let http = http.ok_or("no HTTP address for /prom")?;
     let start = Instant::now();
@@ -155,7 +156,7 @@ async fn settled_snapshot(
     let mut last: Option<(Reading, Instant)> = None;
     loop {
         let text = prom::scrape(http).await.map_err(|e| format!("{e:#}"))?;
-        let snapshot = prom::snapshot(&text);
+        let snapshot = prom::snapshot(&text, own_group);
         if settle.is_zero() {
             return Ok(snapshot);
         }
@@ -196,6 +197,14 @@ async fn play(side: &Side, planned: &Planned, settle: Duration) -> Vec<StepResul
         pipeline: side.endpoint.pipeline.clone().unwrap_or_default(),
     };
     let http = side.endpoint.http.as_deref();
+    // Ratis's series of the target's own group only (a real DataNode's JVM holds others).
+    let own_group = side
+        .endpoint
+        .pipeline
+        .as_deref()
+        .and_then(|p| uuid::Uuid::parse_str(p).ok())
+        .map(prom::raft_group_name);
+    let own_group = own_group.as_deref();
     let prom_names: Vec<String> = scenario
         .steps
         .iter()
@@ -208,7 +217,7 @@ async fn play(side: &Side, planned: &Planned, settle: Duration) -> Vec<StepResul
     let baseline = if prom_names.is_empty() {
         None
     } else {
-        Some(settled_snapshot(http, &prom_names, settle).await)
+        Some(settled_snapshot(http, &prom_names, settle, own_group).await)
     };
     let mut stream: Option<OneStream> =
         (scenario.stream == StreamMode::OneStream).then(|| side.client.stream());
@@ -233,10 +242,12 @@ async fn play(side: &Side, planned: &Planned, settle: Duration) -> Vec<StepResul
             StepKind::Sleep(d) => tokio::time::sleep(*d).await,
             StepKind::Prom(names) => {
                 let answer = match &baseline {
-                    Some(Ok(base)) => match settled_snapshot(http, names, settle).await {
-                        Ok(now) => prom::answer(names, base, &now),
-                        Err(e) => json!({"runner_error": format!("/prom: {e}")}),
-                    },
+                    Some(Ok(base)) => {
+                        match settled_snapshot(http, names, settle, own_group).await {
+                            Ok(now) => prom::answer(names, base, &now),
+                            Err(e) => json!({"runner_error": format!("/prom: {e}")}),
+                        }
+                    }
                     Some(Err(e)) => json!({"runner_error": format!("/prom at the start: {e}")}),
                     None => unreachable!("a scenario with a prom step has a baseline"),
                 };
