@@ -9,7 +9,8 @@
 #
 # Part B, hdds.datanode.handler.count = 1 versus 10 on the real DataNode: over gRPC (loadgen, sleep
 # 0 and 1 ms) and over Ratis (HDDS-11224's own command, `freon dn-echo --ratis --clients 32 -t 32
-# --sleep-time-ms 0 --payload-req 0`, the real freon in its own JVM); and dn-sim given the same key.
+# --sleep-time-ms 0 --payload-req 0`, the real freon in its own JVM, and `loadgen echo --ratis`
+# with the same load: Raft writes, as freon sends); and dn-sim given the same key, over both ports.
 #
 # Each DataNode gets 15 s of untimed load after its start (its JIT warms up), each cell its own
 # --warmup. Writes OUT/exp-real-handlers.csv (every cell), OUT/exp-real-handlers.md (both tables) and
@@ -69,19 +70,25 @@ trap 'real_dn_stop; stop_sim; rm -rf "$work"' EXIT
 csv="$work/cells.csv"
 echo "part,target,key,value,path,tool,sleep_ms,calls_per_s,p50_ms,p99_ms,failures" >"$csv"
 
-# echo_cell PART TARGET KEY VALUE ADDR SLEEP: one loadgen cell, a CSV row.
+# echo_cell PART TARGET KEY VALUE ADDR SLEEP [PIPELINE]: one loadgen cell, a CSV row. With
+# PIPELINE, ADDR is the Ratis client port and the echoes are Raft writes to that group.
 echo_cell() {
-    local part="$1" target="$2" key="$3" value="$4" addr="$5" sleep_ms="$6"
-    echo "  $target $key=$value sleep ${sleep_ms} ms: loadgen echo --clients 32 -t 32 --duration $duration" >&2
-    "$loadgen" echo --target "$addr" --clients 32 -t 32 --duration "$duration" --warmup "$warmup" \
-        --sleep-time-ms "$sleep_ms" --container-id 1 -f --format json --output "$work/cell.json" \
+    local part="$1" target="$2" key="$3" value="$4" addr="$5" sleep_ms="$6" pipeline="${7:-}"
+    local path=grpc via=()
+    if [ -n "$pipeline" ]; then
+        path=ratis via=(--ratis --pipeline-id "$pipeline" --read-only=false)
+    fi
+    echo "  $target $key=$value sleep ${sleep_ms} ms: loadgen echo ${pipeline:+--ratis }--clients 32 -t 32 --duration $duration" >&2
+    "$loadgen" echo --target "$addr" ${via[@]+"${via[@]}"} --clients 32 -t 32 --duration "$duration" \
+        --warmup "$warmup" --sleep-time-ms "$sleep_ms" --payload-req 0 --container-id 1 -f \
+        --format json --output "$work/cell.json" \
         >/dev/null 2>"$work/cell.err" || { cat "$work/cell.err" >&2; return 1; }
-    python3 - "$work/cell.json" "$part" "$target" "$key" "$value" "$sleep_ms" >>"$csv" <<'PY'
+    python3 - "$work/cell.json" "$part" "$target" "$key" "$value" "$sleep_ms" "$path" >>"$csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-part, target, key, value, sleep_ms = sys.argv[2:7]
+part, target, key, value, sleep_ms, path = sys.argv[2:8]
 pct = {p["percentile"]: p["ms"] for p in r["latency"]["corrected"]["percentiles"]}
-print(f"{part},{target},{key},{value},grpc,loadgen,{sleep_ms},{r['throughput']['successes_per_s']:.1f},"
+print(f"{part},{target},{key},{value},{path},loadgen,{sleep_ms},{r['throughput']['successes_per_s']:.1f},"
       f"{pct[50.0]:.3f},{pct[99.0]:.3f},{r['totals']['failures']}")
 PY
 }
@@ -115,8 +122,10 @@ start_sim() {
     start_dn_sim "$work/sim.ready" "$dn_sim" --metrics-listen none "$@" >"$work/sim.log" 2>&1 ||
         { cat "$work/sim.log" >&2; exit 1; }
     sim_pid=$dn_pid sim_addr=$ready_client
+    sim_ratis=$(awk '$1 == "ratis" {print $2}' "$work/sim.ready")
 }
 
+sim_pipeline=5a7e1c0e-0000-4000-8000-000000009858
 per_volume=hdds.datanode.read.chunk.threads.per.volume
 handler=hdds.datanode.handler.count
 for p in $pools; do
@@ -134,12 +143,14 @@ for h in 1 10; do
     start_real -D "$handler=$h"
     for s in 0 1; do echo_cell B real "$handler" "$h" "$dn_addr" "$s"; done
     ratis_cell real "$handler" "$h"
+    echo_cell B real "$handler" "$h" "$dn_ratis" 0 "$dn_pipeline"
     real_dn_stop
 done
 for h in 1 10; do
     echo "dn-sim, $handler=$h" >&2
-    start_sim -D "$handler=$h"
+    start_sim -D "$handler=$h" --pipeline-id "$sim_pipeline"
     for s in 0 1; do echo_cell B dn-sim "$handler" "$h" "$sim_addr" "$s"; done
+    echo_cell B dn-sim "$handler" "$h" "$sim_ratis" 0 "$sim_pipeline"
     stop_sim
 done
 
@@ -161,7 +172,8 @@ for (target, pool, sleep_ms), real in sorted((k, v) for k, v in a.items() if k[0
     rr, sr = float(real["calls_per_s"]), float(sim["calls_per_s"])
     lines.append(f"| {pool} | {sleep_ms} | {law} | {rr:.0f} | {sr:.0f} | {rr / sr:.2f} | {real['p50_ms']} | {sim['p50_ms']} | {real['p99_ms']} | {sim['p99_ms']} |")
 lines += ["", f"Part B: `hdds.datanode.handler.count` 1 vs 10, a DataNode each (pool key at its default, 10). gRPC: loadgen echo "
-          f"32 × 32, {duration}; Ratis: `freon dn-echo --ratis --clients 32 -t 32 -n {ratis_n} --sleep-time-ms 0 --payload-req 0`.", "",
+          f"32 × 32, {duration}; Ratis: `freon dn-echo --ratis --clients 32 -t 32 -n {ratis_n} --sleep-time-ms 0 --payload-req 0` "
+          f"and `loadgen echo --ratis` 32 × 32, {duration}, Raft writes as freon's.", "",
           "| target | path (tool) | sleep (ms) | handler.count 1: calls/s | handler.count 10: calls/s | 10 ÷ 1 | p50 1 → 10 (ms) | p99 1 → 10 (ms) |",
           "|---|---|---:|---:|---:|---:|---:|---:|"]
 b = {(r["target"], r["path"], r["tool"], int(r["sleep_ms"]), int(r["value"])): r for r in rows if r["part"] == "B"}
