@@ -794,3 +794,170 @@ async fn ratis_times_and_counts_each_call_by_its_kind_as_a_real_datanode_does() 
     let p999 = sample("ratis_server_clientWriteRequest{quantile=\"0.999\"").await;
     assert!(0.0 < p50 && p50 <= p999 && p999 < 10.0, "{p50} {p999}");
 }
+
+/// `/prom` as text.
+async fn prom_text(server: &dn_sim::RunningServer) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr = server.metrics_addr().expect("a metrics listener");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(b"GET /prom HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    text
+}
+
+fn state_machine_exception(reply: &RaftClientReplyProto) -> (String, String) {
+    assert!(!reply.rpc_reply.as_ref().unwrap().success, "{reply:?}");
+    let Some(ExceptionDetails::StateMachineException(e)) = &reply.exception_details else {
+        panic!("a StateMachineException: {reply:?}")
+    };
+    (e.exception_class_name.clone(), e.error_msg.clone())
+}
+
+#[tokio::test]
+async fn after_a_failed_apply_writes_are_refused_when_applied_and_a_chunk_write_closes_the_log() {
+    let (server, mut client) = server_with(|config| {
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    let mut stream = Ordered::open(&mut client).await;
+    let storage = "org.apache.hadoop.hdds.scm.container.common.helpers.StorageContainerException";
+    // CreateContainer of a container that exists fails when applied (CONTAINER_ALREADY_EXISTS):
+    // the entry is logged, and the state machine is unhealthy.
+    let create = Req {
+        create_container: Some(Default::default()),
+        ..req(Type::CreateContainer, 1)
+    };
+    stream.send(raft(&create, 1, 2)).await;
+    let failed = stream.next().await.unwrap();
+    assert_eq!(
+        state_machine_exception(&failed),
+        (
+            storage.into(),
+            "Container creation failed because key value container already exists".into()
+        )
+    );
+    assert!(failed.log_index > 0, "logged: {failed:?}");
+    // A write to that container is logged and refused at apply; another container's is applied.
+    stream.send(raft(&echo(false, 1), 2, 3)).await;
+    let refused = stream.next().await.unwrap();
+    assert_eq!(
+        state_machine_exception(&refused),
+        (
+            storage.into(),
+            "Prev writes to container 1 failed, stopping all writes to container".into()
+        )
+    );
+    assert_eq!(
+        refused.log_index,
+        failed.log_index + 2,
+        "after a metadata entry"
+    );
+    let mut other = echo(false, 1);
+    other.container_id = 2;
+    stream.send(raft(&other, 3, 4)).await;
+    let applied = stream.next().await.unwrap();
+    assert!(applied.rpc_reply.as_ref().unwrap().success, "{applied:?}");
+    assert_eq!(applied.log_index, refused.log_index + 2);
+    let mut read = echo(true, 1);
+    read.container_id = 1;
+    stream.send(raft(&read, 4, 5)).await;
+    assert!(stream.next().await.unwrap().rpc_reply.unwrap().success);
+    let prom = prom_text(&server).await;
+    let sample = |prom: &str, name: &str| -> Option<f64> {
+        prom.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    assert_eq!(
+        sample(&prom, "csm_metrics_num_apply_transaction_fails"),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&prom, "csm_metrics_num_start_transaction_verify_failures"),
+        Some(0.0)
+    );
+    assert!(sample(&prom, "ratis_log_worker_appendEntryCount").is_some());
+
+    // A WriteChunk, to any container: its data is refused, which fails the log. No answer.
+    let write = Req {
+        write_chunk: Some(WriteChunkRequestProto {
+            block_id: DatanodeBlockId {
+                container_id: 2,
+                local_id: 5,
+                block_commit_sequence_id: None,
+                replica_index: None,
+            },
+            chunk_data: Some(ChunkInfo {
+                chunk_name: "5_chunk_1".into(),
+                len: 16,
+                checksum_data: common::proto::ChecksumData {
+                    r#type: common::proto::ChecksumType::None as i32,
+                    bytes_per_checksum: 16384,
+                    checksums: vec![],
+                },
+                ..Default::default()
+            }),
+            data: Some(Bytes::from(vec![1u8; 16])),
+            ..Default::default()
+        }),
+        ..req(Type::WriteChunk, 2)
+    };
+    stream.send(raft(&write, 5, 6)).await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let prom = prom_text(&server).await;
+        if sample(&prom, "csm_metrics_num_write_data_fails") == Some(1.0) {
+            assert!(
+                sample(&prom, "ratis_log_worker_appendEntryCount").is_none(),
+                "the closed log's series leave /prom"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no failed chunk write"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        tokio::time::timeout(std::time::Duration::ZERO, stream.next())
+            .await
+            .is_err(),
+        "the WriteChunk is never answered"
+    );
+    // A later write, on a new stream: the closed log's IllegalStateException ends the stream.
+    let mut later = Ordered::open(&mut client).await;
+    let mut echo2 = echo(false, 1);
+    echo2.container_id = 2;
+    // (A new call id: call 1 of this client is in the retry cache.)
+    later.send(raft(&echo2, 100, 2)).await;
+    let status = later.next().await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Internal);
+    assert_eq!(
+        status.metadata().get("exception-type").unwrap(),
+        "java.lang.IllegalStateException"
+    );
+    assert_eq!(
+        status.message(),
+        format!(
+            "{}@group-666677778888-SegmentedRaftLog is expected to be opened but it is CLOSED",
+            dn_sim::net::server::DEFAULT_DATANODE_UUID
+        )
+    );
+    // Thrown before the call's future exists: Ratis neither times nor counts it as failed.
+    let prom = prom_text(&server).await;
+    assert_eq!(
+        sample(&prom, "ratis_server_numFailedClientWriteOnServer"),
+        Some(2.0)
+    );
+    // Reads are still served.
+    let mut reader = Ordered::open(&mut client).await;
+    let mut read2 = echo(true, 1);
+    read2.container_id = 2;
+    reader.send(raft(&read2, 101, 2)).await;
+    assert!(reader.next().await.unwrap().rpc_reply.unwrap().success);
+}

@@ -98,6 +98,8 @@ pub struct RatisMetrics {
     applied_index: AtomicU64,
     retry_hits: AtomicU64,
     retry_misses: AtomicU64,
+    /// The group's log closed after a failure: its registry (`ratis_log_worker_*`) is gone.
+    log_closed: std::sync::atomic::AtomicBool,
     timers: [Timer; 8],
 }
 
@@ -122,6 +124,7 @@ impl RatisMetrics {
             applied_index: AtomicU64::new(0),
             retry_hits: AtomicU64::new(0),
             retry_misses: AtomicU64::new(0),
+            log_closed: Default::default(),
             timers: Default::default(),
         }
     }
@@ -150,6 +153,11 @@ impl RatisMetrics {
             Entry::Metadata => &self.metadata_entries,
         }
         .fetch_add(1, Relaxed);
+    }
+
+    /// The group's log closed: Ratis unregisters its log worker's metrics.
+    pub fn log_closed(&self) {
+        self.log_closed.store(true, Relaxed);
     }
 
     pub fn pending_write(&self, delta: i64) {
@@ -208,7 +216,11 @@ impl RatisMetrics {
             ("ratis_state_machine_appliedIndex", applied),
             ("ratis_state_machine_applyCompletedIndex", applied),
         ];
+        let log_closed = self.log_closed.load(Relaxed);
         for (name, value) in series {
+            if log_closed && name.starts_with("ratis_log_worker_") {
+                continue;
+            }
             put(
                 name.into(),
                 "gauge",

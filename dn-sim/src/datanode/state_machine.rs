@@ -25,6 +25,7 @@ pub mod exception_class {
         "org.apache.hadoop.hdds.scm.container.common.helpers.InvalidContainerStateException";
     pub const STORAGE_CONTAINER: &str =
         "org.apache.hadoop.hdds.scm.container.common.helpers.StorageContainerException";
+    pub const ILLEGAL_STATE: &str = "java.lang.IllegalStateException";
     pub const INVALID_PROTOBUF: &str =
         "org.apache.ratis.thirdparty.com.google.protobuf.InvalidProtocolBufferException";
 }
@@ -47,8 +48,10 @@ pub struct ContainerStateMachine {
     commit_index: tokio::sync::watch::Sender<u64>,
     /// False once an apply failed in a way that makes the real DataNode close the pipeline.
     healthy: AtomicBool,
-    /// Containers whose apply failed while the state machine was healthy.
+    /// Containers whose apply or chunk write failed.
     unhealthy_containers: Mutex<Vec<i64>>,
+    /// True once a WriteChunk's data failed: the group's Raft log is closed ([`Self::fail_log`]).
+    log_closed: AtomicBool,
     pub retry_cache: RetryCache,
     /// The group's `CSMMetrics` (`csm_metrics_*` on `/prom`).
     pub metrics: std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>,
@@ -71,6 +74,7 @@ impl ContainerStateMachine {
             commit_index: tokio::sync::watch::Sender::new(0),
             healthy: AtomicBool::new(true),
             unhealthy_containers: Mutex::new(Vec::new()),
+            log_closed: AtomicBool::new(false),
             retry_cache: RetryCache::new(RETRY_CACHE_ENTRIES),
             metrics: std::sync::Arc::new(crate::datanode::csm_metrics::CsmMetrics::new(group)),
             ratis_metrics: std::sync::Arc::new(crate::datanode::ratis_metrics::RatisMetrics::new(
@@ -101,7 +105,8 @@ impl ContainerStateMachine {
     /// `startTransaction` on the leader: `HddsDispatcher.validateContainerCommand`. A write to a
     /// container that is not open (nor recovering) fails, except CreateContainer and
     /// CloseContainer; a read of an INVALID container fails. Unknown containers pass (the
-    /// dispatcher answers them).
+    /// dispatcher answers them). The state machine's health is not asked here: a write after a
+    /// failed apply is logged and refused when applied ([`Self::check_container_healthy`]).
     pub fn start_transaction(
         &self,
         store: &ContainerStore,
@@ -136,19 +141,75 @@ impl ContainerStateMachine {
                 message: text(),
             });
         }
-        if !read_only && !self.is_healthy() {
-            let stopped = self.unhealthy_containers.lock().unwrap();
-            if stopped.contains(&req.container_id) {
-                return Err(StateMachineError {
-                    class: exception_class::STORAGE_CONTAINER,
-                    message: format!(
-                        "Prev writes to container {} failed, stopping all writes to container",
-                        req.container_id
-                    ),
-                });
-            }
-        }
         Ok(())
+    }
+
+    /// `checkContainerHealthy`, asked when a command is applied (`any_container` false) and when
+    /// a WriteChunk's data is written (`any_container` true): once an apply failed, commands of
+    /// the containers whose writes failed are refused, and so is every container's chunk data.
+    pub fn check_container_healthy(
+        &self,
+        container_id: i64,
+        any_container: bool,
+    ) -> Result<(), StateMachineError> {
+        if self.is_healthy() {
+            return Ok(());
+        }
+        let stopped = self.unhealthy_containers.lock().unwrap();
+        let message = if stopped.contains(&container_id) {
+            format!(
+                "Prev writes to container {container_id} failed, stopping all writes to container"
+            )
+        } else if any_container {
+            // Java's `Set.toString`: "[1, 2]".
+            let ids: Vec<String> = stopped.iter().map(i64::to_string).collect();
+            format!(
+                "Prev writes to containers [{}] failed, stopping all writes to container",
+                ids.join(", ")
+            )
+        } else {
+            return Ok(());
+        };
+        Err(StateMachineError {
+            class: exception_class::STORAGE_CONTAINER,
+            message,
+        })
+    }
+
+    /// A WriteChunk's data could not be written (`writeStateMachineData` failed): the state
+    /// machine is unhealthy, and the log entry waiting for that data fails, which fails the
+    /// group's Raft log for good (Ratis's `SegmentedRaftLogWorker` fails every later task and
+    /// the log closes; its `ratis_log_worker_*` series leave `/prom`).
+    pub fn fail_log(&self, container_id: i64) {
+        self.mark_unhealthy(container_id);
+        self.log_closed.store(true, Ordering::Release);
+        self.ratis_metrics.log_closed();
+    }
+
+    /// Whether the group's Raft log still takes entries; if not, the error a write gets from
+    /// `RaftLogBase.checkLogState` (an `IllegalStateException` that ends the client's stream).
+    pub fn log_open(&self) -> Result<(), StateMachineError> {
+        if !self.log_closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let hex = self.group.simple().to_string().to_uppercase();
+        Err(StateMachineError {
+            class: exception_class::ILLEGAL_STATE,
+            message: format!(
+                "{}@group-{}-SegmentedRaftLog is expected to be opened but it is CLOSED",
+                String::from_utf8_lossy(&self.peer.id),
+                &hex[20..]
+            ),
+        })
+    }
+
+    fn mark_unhealthy(&self, container_id: i64) {
+        // Once per failed container (a set in Ozone): the list stays as small as the failures.
+        self.healthy.store(false, Ordering::Release);
+        let mut stopped = self.unhealthy_containers.lock().unwrap();
+        if !stopped.contains(&container_id) {
+            stopped.push(container_id);
+        }
     }
 
     /// Appends a write to the log: its index.
@@ -198,12 +259,7 @@ impl ContainerStateMachine {
         ) {
             return Ok(());
         }
-        // Once per failed container (a set in Ozone): the list stays as small as the failures.
-        self.healthy.store(false, Ordering::Release);
-        let mut stopped = self.unhealthy_containers.lock().unwrap();
-        if !stopped.contains(&container_id) {
-            stopped.push(container_id);
-        }
+        self.mark_unhealthy(container_id);
         Err(StateMachineError {
             class: exception_class::STORAGE_CONTAINER,
             message: resp.message.clone().unwrap_or_default(),

@@ -326,8 +326,11 @@ async fn handle(
         Some(RequestType::Watch(w)) => Some(Call::Watch(w.replication)),
         _ => None,
     };
-    let result = call_group(&inner, group, &rpc, &request).await;
-    if let Some(call) = call {
+    let mut thrown = false;
+    let result = call_group(&inner, group, &rpc, &request, &mut thrown).await;
+    // A write that throws before its future exists (`writeAsync`: the command does not parse,
+    // the log is closed) is neither timed nor counted: the timer's context never stops.
+    if let Some(call) = call.filter(|_| !thrown) {
         let failed = match &result {
             Ok(reply) => reply.exception_details.is_some(),
             Err(_) => true,
@@ -342,6 +345,7 @@ async fn call_group(
     group: &Group,
     rpc: &RaftRpcRequestProto,
     request: &RaftClientRequestProto,
+    thrown: &mut bool,
 ) -> Result<RaftClientReplyProto, Status> {
     let sm = &group.sm;
     match request.r#type {
@@ -367,7 +371,7 @@ async fn call_group(
                     Ok(reply)
                 }
                 Lookup::First(tx) => {
-                    let reply = write(inner, group, rpc, request).await?;
+                    let reply = write(inner, group, rpc, request, thrown).await?;
                     tx.send_replace(Some(reply.clone()));
                     Ok(reply)
                 }
@@ -412,10 +416,11 @@ async fn write(
     group: &Group,
     rpc: &RaftRpcRequestProto,
     request: &RaftClientRequestProto,
+    thrown: &mut bool,
 ) -> Result<RaftClientReplyProto, Status> {
     use crate::datanode::csm_metrics::{Counter, Phase};
     let sm = &group.sm;
-    let command = command(sm, request)?;
+    let command = command(sm, request).inspect_err(|_| *thrown = true)?;
     let _pending = PendingWrite::new(&sm.ratis_metrics);
     let metrics = &sm.metrics;
     let started = Instant::now();
@@ -433,6 +438,12 @@ async fn write(
         return Ok(failure(sm, rpc, e));
     }
     metrics.phase(Phase::StartTransactionCompleteNs, started.elapsed());
+    // After a failed chunk write the group's log is closed: appending throws, and the
+    // exception ends the client's stream.
+    if let Err(e) = sm.log_open() {
+        *thrown = true;
+        return Err(exception_status(e.class, e.message));
+    }
     let index = sm.append();
     let container_id = command.container_id;
     let cmd = Type::try_from(command.cmd_type).ok();
@@ -463,7 +474,17 @@ async fn write(
             .as_ref()
             .map_or(0, |w| w.block_id.local_id)
     });
-    if write_chunk_block.is_none() {
+    if write_chunk_block.is_some() {
+        // `writeStateMachineData` asks the state machine's health first: once an apply failed,
+        // no container's chunk data is written, the entry waiting for it fails, and with it
+        // the group's log. The call is never answered (the client's timeout decides).
+        if sm.check_container_healthy(container_id, true).is_err() {
+            metrics.add(Counter::WriteStateMachineOps, 1);
+            metrics.add(Counter::WriteDataFails, 1);
+            sm.fail_log(container_id);
+            return std::future::pending().await;
+        }
+    } else {
         // Applied once the entry is in the log (and so, in a one-node group, committed).
         crate::datanode::timer::sleep_until(logged).await;
         sm.committed(index);
@@ -497,16 +518,27 @@ async fn write(
             sm.committed(index);
             outcome
         }
-        None => {
-            let executor = Executor::Queued {
-                queue: group.executors.lane(container_id),
-                pool: &group.executors.op,
-            };
-            inner
-                .admission
-                .dispatch_in(command, &mut rng, false, context, executor)
-                .await
-        }
+        None => match sm.check_container_healthy(container_id, false) {
+            // A container whose earlier write failed: the command is refused, not dispatched
+            // (`applyTransaction` answers CONTAINER_UNHEALTHY, then fails the entry).
+            Err(refused) => Outcome::Answer(common::proto::ContainerCommandResponseProto {
+                cmd_type: command.cmd_type,
+                trace_id: command.trace_id.clone(),
+                result: common::proto::Result::ContainerUnhealthy as i32,
+                message: Some(refused.message),
+                ..Default::default()
+            }),
+            Ok(()) => {
+                let executor = Executor::Queued {
+                    queue: group.executors.lane(container_id),
+                    pool: &group.executors.op,
+                };
+                inner
+                    .admission
+                    .dispatch_in(command, &mut rng, false, context, executor)
+                    .await
+            }
+        },
     };
     let applied = apply_started.elapsed();
     metrics.phase(Phase::ApplyTransactionNs, applied);
@@ -539,7 +571,10 @@ async fn write(
                 }
                 Err(e) => {
                     metrics.add(Counter::ApplyTransactionFails, 1);
-                    Ok(failure(sm, rpc, e))
+                    // The entry was logged: its reply names its index.
+                    let mut reply = failure(sm, rpc, e);
+                    reply.log_index = index;
+                    Ok(reply)
                 }
             }
         }
