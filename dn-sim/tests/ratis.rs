@@ -961,3 +961,49 @@ async fn after_a_failed_apply_writes_are_refused_when_applied_and_a_chunk_write_
     reader.send(raft(&read2, 101, 2)).await;
     assert!(reader.next().await.unwrap().rpc_reply.unwrap().success);
 }
+
+#[tokio::test]
+async fn a_retry_of_a_write_refused_before_the_log_is_processed_anew() {
+    let (server, mut client) = server_with(|config| {
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    let mut stream = Ordered::open(&mut client).await;
+    let close = Req {
+        close_container: Some(CloseContainerRequestProto {}),
+        ..req(Type::CloseContainer, 3)
+    };
+    stream.send(raft(&close, 1, 2)).await;
+    stream.next().await.unwrap();
+    let mut refused = echo(false, 0);
+    refused.container_id = 3;
+    stream.send(raft(&refused, 2, 3)).await;
+    let first = stream.next().await.unwrap();
+    assert_eq!(first.log_index, 0, "not logged");
+    // Ratis's cache entry of a write refused by startTransaction is a failed one: its retry
+    // (same client, same call id) runs startTransaction again rather than getting the reply.
+    stream.send(raft(&refused, 2, 4)).await;
+    let again = stream.next().await.unwrap();
+    assert_eq!(
+        state_machine_exception(&again).1,
+        "Container 3 in CLOSED state"
+    );
+    assert_eq!(
+        prom_sample(
+            &server,
+            "csm_metrics_num_container_not_open_verify_failures"
+        )
+        .await,
+        2.0
+    );
+    // A logged write's retry is answered from the cache: not applied twice.
+    stream.send(raft(&echo(false, 0), 3, 5)).await;
+    let applied = stream.next().await.unwrap();
+    stream.send(raft(&echo(false, 0), 3, 6)).await;
+    assert_eq!(stream.next().await.unwrap().log_index, applied.log_index);
+    assert_eq!(
+        prom_sample(&server, "csm_metrics_num_apply_transaction_ops").await,
+        2.0,
+        "the CloseContainer and the echo"
+    );
+}

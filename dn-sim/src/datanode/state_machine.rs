@@ -349,12 +349,36 @@ impl RetryCache {
         }
     }
 
+    /// A new entry for `(client, call_id)` in place of a failed one (its first attempt ended
+    /// without a cached reply).
+    pub fn refresh(
+        &self,
+        client: uuid::Uuid,
+        call_id: u64,
+    ) -> tokio::sync::watch::Sender<Option<common::ratis::proto::common::RaftClientReplyProto>>
+    {
+        let mut shard = self.shard(client, call_id).lock().unwrap();
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        if shard.entries.insert((client, call_id), rx).is_none() {
+            // Forgotten meanwhile: a new entry in the order, as `lookup` makes one.
+            if shard.order.len() >= shard.bound
+                && let Some(oldest) = shard.order.pop_front()
+            {
+                shard.entries.remove(&oldest);
+            }
+            shard.order.push_back((client, call_id));
+        }
+        tx
+    }
+
+    fn shard(&self, client: uuid::Uuid, call_id: u64) -> &Mutex<Shard> {
+        &self.shards[(call_id as usize ^ client.as_u64_pair().1 as usize) % RETRY_SHARDS]
+    }
+
     /// The cache entry of `(client, call_id)`, made if absent. The shard lock is held for a
     /// hash-map step only: calls of different shards never meet.
     pub fn lookup(&self, client: uuid::Uuid, call_id: u64) -> Lookup {
-        let shard =
-            &self.shards[(call_id as usize ^ client.as_u64_pair().1 as usize) % RETRY_SHARDS];
-        let mut shard = shard.lock().unwrap();
+        let mut shard = self.shard(client, call_id).lock().unwrap();
         if let Some(rx) = shard.entries.get(&(client, call_id)) {
             return Lookup::Retry(rx.clone());
         }

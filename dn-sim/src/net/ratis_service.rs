@@ -360,22 +360,23 @@ async fn call_group(
             let lookup = sm.retry_cache.lookup(client, rpc.call_id);
             sm.ratis_metrics
                 .retry_cache_lookup(matches!(lookup, Lookup::Retry(_)));
-            match lookup {
-                Lookup::Retry(mut cached) => {
-                    let reply = cached
-                        .wait_for(Option::is_some)
-                        .await
-                        .map_err(|_| Status::unavailable("the first call of this retry failed"))?
-                        .clone()
-                        .expect("waited for Some");
-                    Ok(reply)
-                }
-                Lookup::First(tx) => {
-                    let reply = write(inner, group, rpc, request, thrown).await?;
-                    tx.send_replace(Some(reply.clone()));
-                    Ok(reply)
-                }
+            let tx = match lookup {
+                Lookup::Retry(mut cached) => match cached.wait_for(Option::is_some).await {
+                    Ok(reply) => return Ok(reply.clone().expect("waited for Some")),
+                    // The first attempt's entry failed (no reply, or refused before the log):
+                    // Ratis replaces a failed entry and processes the retry anew
+                    // (`RetryCacheImpl.queryCache`).
+                    Err(_) => sm.retry_cache.refresh(client, rpc.call_id),
+                },
+                Lookup::First(tx) => tx,
+            };
+            let reply = write(inner, group, rpc, request, thrown).await?;
+            // A write refused by `startTransaction` (an exception, no log index) is a failed
+            // entry (`failWithReply`); anything logged is cached with its reply.
+            if reply.exception_details.is_none() || reply.log_index > 0 {
+                tx.send_replace(Some(reply.clone()));
             }
+            Ok(reply)
         }
         Some(RequestType::Read(_) | RequestType::StaleRead(_)) => {
             read(inner, sm, rpc, request).await
