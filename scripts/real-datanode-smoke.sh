@@ -78,6 +78,8 @@ target=$ratis run -n 1000 -t 4 --pipeline 8 --ratis --pipeline-id "$pipeline" --
 target=$ratis run -n 1000 -t 4 --pipeline 8 --ratis --pipeline-id "$pipeline" --read-only=true
 # The pipeline as the DataNode names it: groupList on its Ratis admin port.
 target=$ratis run -n 200 -t 2 --ratis --ratis-admin "$ratis_admin"
+# With retries: one Raft request at a time per worker, a retry keeping its call id.
+target=$ratis run -n 300 -t 2 --ratis --pipeline-id "$pipeline" --retry 3 --retry-backoff none
 
 # Writes (BlockOutputStream's WriteChunks and PutBlocks, CRC32), every byte read back and verified,
 # then the same blocks again from the manifest. loadgen exits non-zero on any failure or
@@ -97,6 +99,6 @@ blocks read -t 2 --manifest "$work/manifest.jsonl"
 # Ozone's default write path: the same writes as Raft transactions on the Ratis port (container 3,
 # in the pipeline), then every block read back over the gRPC port, as Ozone reads RATIS data.
 target=$ratis container=3 blocks write -n 40 -t 2 --write-size 1MB --ratis --pipeline-id "$pipeline" \
-    --manifest "$work/ratis-manifest.jsonl"
+    --retry 3 --manifest "$work/ratis-manifest.jsonl"
 container=3 blocks read -t 2 --manifest "$work/ratis-manifest.jsonl"
 echo "real-datanode-smoke: loadgen echo (closed and open loop, and over Ratis), write --then-read, write over Ratis and read --manifest against a real Ozone $version DataNode: every request succeeded, every byte verified"

@@ -269,9 +269,14 @@ impl RunConfig {
         let tls =
             crate::connection::tls::TargetTls::from_flags(&c.tls.flags(), c.target.as_deref())
                 .map_err(Error::Usage)?;
-        if (c.stream_mode == StreamMode::Persistent || c.ratis) && resilience.active() {
+        if c.ratis && c.pipeline > 1 && resilience.active() {
             return Err(Error::Usage(
-                "--retry and --client-throttle need --stream-mode per-request (the default)".into(),
+                "--retry and --client-throttle with --ratis need --pipeline 1 (an attempt is retried alone, on a new stream)".into(),
+            ));
+        }
+        if c.stream_mode == StreamMode::Persistent && !c.ratis && resilience.active() {
+            return Err(Error::Usage(
+                "--retry and --client-throttle need --stream-mode per-request (the default) or --ratis".into(),
             ));
         }
         Ok(RunConfig {

@@ -297,3 +297,227 @@ fn without_a_pipeline_id_loadgen_names_dn_sim_s_own_pipeline() {
         dn_sim::net::server::DEFAULT_PIPELINE_ID
     );
 }
+
+/// A Ratis port in front of dn-sim's whose write replies report a commit index one short of
+/// their entry, as a multi-node group's leader may (its followers behind); it counts the
+/// commit watches clients send (a watch for an index above 0: not the dummy first one).
+mod lagging_proxy {
+    use common::ratis::proto::common::raft_client_request_proto::Type as RaftType;
+    use common::ratis::proto::common::{RaftClientReplyProto, RaftClientRequestProto};
+    use common::ratis::proto::grpc::raft_client_protocol_service_client::RaftClientProtocolServiceClient;
+    use common::ratis::proto::grpc::raft_client_protocol_service_server::{
+        RaftClientProtocolService, RaftClientProtocolServiceServer,
+    };
+    use futures_util::StreamExt as _;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tonic::{Request, Response, Status, Streaming};
+
+    type Replies =
+        Pin<Box<dyn futures_util::Stream<Item = Result<RaftClientReplyProto, Status>> + Send>>;
+
+    struct Proxy {
+        upstream: String,
+        watches: Arc<AtomicU64>,
+    }
+
+    #[tonic::async_trait]
+    impl RaftClientProtocolService for Proxy {
+        type orderedStream = Replies;
+        type unorderedStream = Replies;
+
+        async fn ordered(
+            &self,
+            request: Request<Streaming<RaftClientRequestProto>>,
+        ) -> Result<Response<Replies>, Status> {
+            let channel = tonic::transport::Channel::from_shared(self.upstream.clone())
+                .map_err(|e| Status::internal(e.to_string()))?
+                .connect()
+                .await
+                .map_err(|e| Status::unavailable(e.to_string()))?;
+            let mut client = RaftClientProtocolServiceClient::new(channel)
+                .max_decoding_message_size(common::ratis::MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(common::ratis::MAX_MESSAGE_SIZE);
+            let watches = Arc::clone(&self.watches);
+            let requests = request.into_inner().filter_map(move |r| {
+                let r = r.ok();
+                if let Some(RaftType::Watch(w)) = r.as_ref().and_then(|r| r.r#type.as_ref())
+                    && w.index > 0
+                {
+                    watches.fetch_add(1, Ordering::Relaxed);
+                }
+                std::future::ready(r)
+            });
+            let replies = client.ordered(requests).await?.into_inner();
+            let lagging = replies.map(|reply| {
+                reply.map(|mut reply| {
+                    // A write's reply (a watch's carries no message).
+                    if reply.log_index > 0 && reply.message.is_some() {
+                        for info in &mut reply.commit_infos {
+                            info.commit_index = reply.log_index - 1;
+                        }
+                    }
+                    reply
+                })
+            });
+            Ok(Response::new(Box::pin(lagging)))
+        }
+
+        async fn unordered(
+            &self,
+            _request: Request<Streaming<RaftClientRequestProto>>,
+        ) -> Result<Response<Replies>, Status> {
+            Err(Status::unimplemented("ordered only"))
+        }
+    }
+
+    /// Starts the proxy on 127.0.0.1:0 in front of `upstream`: its address and watch count.
+    pub fn start(upstream: std::net::SocketAddr) -> (std::net::SocketAddr, Arc<AtomicU64>) {
+        let watches = Arc::new(AtomicU64::new(0));
+        let proxy = Proxy {
+            upstream: format!("http://{upstream}"),
+            watches: Arc::clone(&watches),
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                tonic::transport::Server::builder()
+                    .add_service(
+                        RaftClientProtocolServiceServer::new(proxy)
+                            .max_decoding_message_size(common::ratis::MAX_MESSAGE_SIZE)
+                            .max_encoding_message_size(common::ratis::MAX_MESSAGE_SIZE),
+                    )
+                    .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                    .await
+                    .unwrap();
+            });
+        });
+        (addr, watches)
+    }
+}
+
+#[test]
+fn a_putblock_whose_commit_infos_lag_is_watched_until_committed() {
+    let group = uuid::Uuid::from_u128(0x1a9);
+    let server = dn_sim_with_ratis(group);
+    let (proxy, watches) = lagging_proxy::start(server.ratis_addr().unwrap());
+    let s = run_block(&[
+        "write",
+        "--ratis",
+        "--target",
+        &proxy.to_string(),
+        "--pipeline-id",
+        &group.to_string(),
+        "--block-size",
+        "64KB",
+        "--chunk-size",
+        "16KB",
+        "-n",
+        "12",
+        "-t",
+        "2",
+    ]);
+    assert_eq!(s.failures(), 0, "{}", s.text);
+    let put_blocks = s.results.ops["PutBlock"].latency.count();
+    assert!(put_blocks >= 12, "{put_blocks} PutBlocks");
+    // Every PutBlock's reply fell one short of its entry: each got its watch.
+    assert_eq!(
+        watches.load(std::sync::atomic::Ordering::Relaxed),
+        put_blocks
+    );
+    // Through dn-sim itself the replies cover their entries: no watch is needed.
+    let direct = run_block(&[
+        "write",
+        "--ratis",
+        "--target",
+        &server.ratis_addr().unwrap().to_string(),
+        "--pipeline-id",
+        &group.to_string(),
+        "-n",
+        "4",
+    ]);
+    assert_eq!(direct.failures(), 0, "{}", direct.text);
+    assert_eq!(
+        prom_value(
+            &server,
+            "ratis_server_clientWatch_ALL_COMMITTEDRequest_count"
+        ),
+        put_blocks,
+        "the proxied watches only"
+    );
+}
+
+#[test]
+fn a_raft_write_that_fails_retryably_is_retried_with_its_call_id_and_applied_once() {
+    let group = uuid::Uuid::from_u128(0x1aa);
+    let mut config = dn_sim::Config::loopback();
+    config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.ratis_listen = Some("127.0.0.1:0".parse().unwrap());
+    config.pipelines = vec![group];
+    config.seed = 7;
+    config.live = dn_sim::sim::admission::LiveSettings {
+        faults: dn_sim::sim::fault::FaultPlan::from_args(["echo=grpc:UNAVAILABLE:0.2"]).unwrap(),
+        ..Default::default()
+    };
+    let server = dn_sim::EmbeddedServer::start(config, 1).expect("dn-sim starts");
+    let target = server.ratis_addr().unwrap().to_string();
+    let args = |retry: &'static str| {
+        vec![
+            "echo".to_string(),
+            "--ratis".into(),
+            "--target".into(),
+            target.clone(),
+            "--pipeline-id".into(),
+            group.to_string(),
+            "-n".into(),
+            "200".into(),
+            "-t".into(),
+            "2".into(),
+            "--retry".into(),
+            retry.into(),
+            "--retry-backoff".into(),
+            "none".into(),
+            "-f".into(),
+        ]
+    };
+    let run = |retry| {
+        let owned = args(retry);
+        let argv: Vec<&str> = owned.iter().map(String::as_str).collect();
+        run_block(&argv)
+    };
+    let without = run("0");
+    assert!(without.failures() > 0, "{}", without.text);
+    let cache = || {
+        (
+            prom_value(&server, "ratis_server_retryCacheHitCount"),
+            prom_value(&server, "ratis_server_retryCacheMissCount"),
+        )
+    };
+    let (hits, misses) = cache();
+    let with = run("20");
+    assert_eq!(with.failures(), 0, "{}", with.text);
+    let res = &with.results.resilience;
+    assert!(res.retries > 0, "{}", with.text);
+    // Each retry went with its attempt's call id: a call is one cache miss and a hit when
+    // applied, and each retry of its failed entry two hits (Ratis's `queryCache` looks twice
+    // before it replaces the entry); a new call id per retry would be a miss each.
+    let (hits_after, misses_after) = cache();
+    assert_eq!(
+        (hits_after - hits) - (misses_after - misses),
+        2 * res.retries,
+        "{}",
+        with.text
+    );
+    support::assert_usage_error(
+        &["echo", "--ratis", "--retry", "3", "--pipeline", "4"],
+        "--pipeline 1",
+    );
+}

@@ -12,7 +12,8 @@
 //! - `ratis_server_numPendingRequestInQueue`: writes between arrival and reply;
 //! - `ratis_server_retryCache{Hit,Miss}Count` and `…Rate` (Guava's cache statistics): a first
 //!   write misses the cache and hits it again when its entry is applied
-//!   (`replyPendingRequest`); a retry hits it once;
+//!   (`replyPendingRequest`); a retry hits it once, or twice when the entry it finds failed
+//!   (`queryCache` looks again before it replaces the entry);
 //! - `ratis_state_machine_appliedIndex`, `…applyCompletedIndex` and
 //!   `ratis_server_peerCommitIndex{…,follower="<DataNode UUID>",}`: the last index applied, which
 //!   in a one-node group is its commit index.

@@ -365,8 +365,12 @@ async fn call_group(
                     Ok(reply) => return Ok(reply.clone().expect("waited for Some")),
                     // The first attempt's entry failed (no reply, or refused before the log):
                     // Ratis replaces a failed entry and processes the retry anew
-                    // (`RetryCacheImpl.queryCache`).
-                    Err(_) => sm.retry_cache.refresh(client, rpc.call_id),
+                    // (`RetryCacheImpl.queryCache`, whose second look, `getIfPresent`, is a
+                    // second hit).
+                    Err(_) => {
+                        sm.ratis_metrics.retry_cache_lookup(true);
+                        sm.retry_cache.refresh(client, rpc.call_id)
+                    }
                 },
                 Lookup::First(tx) => tx,
             };

@@ -206,8 +206,9 @@ impl ThreadPlan {
                     }
                     (Conns::Ratis(list, group), Streams::Persistent { pipeline }) => {
                         let conn = list.iter().find(|(i, _)| *i == c).expect("own connection");
-                        // One fixed command (echo) is pipelined; a write's units go RPC by RPC.
-                        if ctx.workload.pipelined_request().is_some() {
+                        // One fixed command (echo) is pipelined; a write's units go RPC by
+                        // RPC, and so does any RPC that may be retried.
+                        if ctx.workload.pipelined_request().is_some() && ctx.resilience.is_none() {
                             workers.spawn_local(persistent::ratis_worker(
                                 ctx,
                                 conn.1.clone(),

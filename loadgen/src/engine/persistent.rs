@@ -336,17 +336,39 @@ impl RatisFraming {
     }
 
     fn rpc(&mut self, first: bool) -> RaftRpcRequestProto {
+        self.rpc_for(first, None)
+    }
+
+    /// The header of the window's next request: call `retry_of` again (a retry keeps its call
+    /// id, so the server's retry cache knows it), or a new call.
+    fn rpc_for(&mut self, first: bool, retry_of: Option<u64>) -> RaftRpcRequestProto {
         // A new stream is a new sliding window; call ids go on rising (retries reuse theirs).
         self.seq = if first { 1 } else { self.seq + 1 };
-        self.call_id += 1;
+        let call_id = retry_of.unwrap_or_else(|| {
+            self.call_id += 1;
+            self.call_id
+        });
         common::ratis::ordered_rpc(
             self.client_id.clone(),
             self.reply_id.clone(),
             self.group.clone(),
-            self.call_id,
+            call_id,
             self.seq,
             first,
         )
+    }
+
+    /// A watch for `index` to be committed at `ALL_COMMITTED`, the level Ozone's
+    /// `XceiverClientRatis.watchForCommit` asks first (`hdds.ratis.client.request.watch.type`, Ozone 2.2.0).
+    pub fn watch(&mut self, index: u64) -> RaftClientRequestProto {
+        RaftClientRequestProto {
+            rpc_request: Some(self.rpc(false)),
+            message: Some(ClientMessageEntryProto::default()),
+            r#type: Some(RaftType::Watch(WatchRequestTypeProto {
+                index,
+                replication: ReplicationLevel::AllCommitted as i32,
+            })),
+        }
     }
 
     /// The dummy `watch(0)` that opens an ordered stream.
@@ -364,21 +386,29 @@ impl RatisFraming {
     /// The worker's command as the next request of the window: a Raft read when it is
     /// read-only (`HddsUtils.isReadOnly`), else a write.
     pub fn next_request(&mut self) -> RaftClientRequestProto {
-        self.request_with(self.content.clone(), self.read_only)
+        self.request_with(self.content.clone(), self.read_only, None)
     }
 
     /// Another command (a write unit's WriteChunk, PutBlock) as the next request of the window.
+    /// Its call id is `retry_of` when it is a retry, else the next one.
     pub fn next_request_for(
         &mut self,
         request: &ContainerCommandRequestProto,
+        retry_of: Option<u64>,
     ) -> RaftClientRequestProto {
         self.request_with(
             common::ratis::encode_message(request),
             common::ratis::is_read_only(request),
+            retry_of,
         )
     }
 
-    fn request_with(&mut self, content: bytes::Bytes, read_only: bool) -> RaftClientRequestProto {
+    fn request_with(
+        &mut self,
+        content: bytes::Bytes,
+        read_only: bool,
+        retry_of: Option<u64>,
+    ) -> RaftClientRequestProto {
         let r#type = if read_only {
             RaftType::Read(ReadRequestTypeProto::default())
         } else {
@@ -387,7 +417,7 @@ impl RatisFraming {
             })
         };
         RaftClientRequestProto {
-            rpc_request: Some(self.rpc(false)),
+            rpc_request: Some(self.rpc_for(false, retry_of)),
             message: Some(ClientMessageEntryProto { content }),
             r#type: Some(r#type),
         }
