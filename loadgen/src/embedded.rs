@@ -108,9 +108,11 @@ mod with_dn_sim {
     }
 
     /// The embedded dn-sim of a sweep: its admin listener on a port of its own (the sweep
-    /// changes dn-sim's settings through it); a write that is not read back is discarded.
+    /// changes dn-sim's settings through it); a write that is not read back is discarded; with
+    /// `ratis_group`, its Ratis port hosting that pipeline.
     pub fn start_for_sweep(
         write_container: Option<(i64, bool)>,
+        ratis_group: Option<uuid::Uuid>,
         threads: usize,
     ) -> Result<Server, Error> {
         let mut config = dn_sim::Config {
@@ -123,6 +125,10 @@ mod with_dn_sim {
             if !then_read {
                 config.store = StoreKind::Discard;
             }
+        }
+        if let Some(group) = ratis_group {
+            config.ratis_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+            config.pipelines = vec![group];
         }
         Server::start(config, threads)
             .map_err(|e| Error::Run(format!("sweep: cannot start the embedded dn-sim: {e:#}")))
@@ -158,7 +164,11 @@ mod without_dn_sim {
         Err(Error::Usage(NOT_BUILT_IN.to_string()))
     }
 
-    pub fn start_for_sweep(_: Option<(i64, bool)>, _: usize) -> Result<Server, Error> {
+    pub fn start_for_sweep(
+        _: Option<(i64, bool)>,
+        _: Option<uuid::Uuid>,
+        _: usize,
+    ) -> Result<Server, Error> {
         Err(Error::Usage(format!(
             "sweep without --target: {NOT_BUILT_IN}"
         )))

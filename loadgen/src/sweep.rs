@@ -301,8 +301,14 @@ pub fn run(args: &SweepArgs) -> Result<ToolOutput, Error> {
         }
         None => {
             let threads = base.common().embedded_threads as usize;
-            let server = crate::embedded::start_for_sweep(base.embedded_store(), threads)?;
-            let t = server.local_addr().to_string();
+            // --ratis: the cells go to the embedded dn-sim's Ratis port, hosting their pipeline.
+            let ratis_group = base.config()?.ratis;
+            let server =
+                crate::embedded::start_for_sweep(base.embedded_store(), ratis_group, threads)?;
+            let t = server
+                .ratis_addr()
+                .unwrap_or_else(|| server.local_addr())
+                .to_string();
             let admin = server.metrics_addr().map(|a| a.to_string());
             eprintln!(
                 "loadgen sweep: embedded dn-sim on {t}, admin on http://{}",

@@ -176,6 +176,68 @@ fn sweep_sets_dn_sim_parameters_and_writes_a_row_per_cell() {
 }
 
 #[test]
+fn a_sweep_over_ratis_runs_its_cells_on_the_embedded_dn_sim_s_ratis_port() {
+    let dir = tempdir("sweep-ratis");
+    let prefix = dir.join("s");
+    tool(&[
+        "sweep",
+        "--param",
+        "delay=20ms",
+        "--param",
+        "handler_count=1,4",
+        "--out",
+        prefix.to_str().unwrap(),
+        "--",
+        "echo",
+        "--ratis",
+        "-t",
+        "8",
+        "--clients",
+        "2",
+        "--duration",
+        "300ms",
+    ])
+    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(prefix.with_extension("json")).unwrap())
+            .unwrap();
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    let mut rates = Vec::new();
+    for cell in cells {
+        let result = &cell["result"];
+        assert_eq!(result["config"]["stream_mode"], "ratis", "{result}");
+        assert_eq!(result["errors"], serde_json::json!([]), "{result}");
+        let measured = &cell["measured"];
+        assert_eq!(measured["errors"], "0", "{measured}");
+        assert!(
+            measured["requests"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
+        rates.push(
+            measured["throughput_calls_per_s"]
+                .as_str()
+                .unwrap()
+                .parse::<f64>()
+                .unwrap(),
+        );
+    }
+    // Raft writes to one container are applied one at a time, whatever the gRPC handler pool:
+    // 20 ms echoes answer at most 50/s in both cells, where the gRPC port's 4 handlers serve
+    // ~200/s (the test above).
+    let (one, four) = (rates[0], rates[1]);
+    assert!(
+        one <= 55.0 && four <= 55.0,
+        "1 handler: {one}/s, 4: {four}/s"
+    );
+    assert!(four < 2.0 * one, "1 handler: {one}/s, 4 handlers: {four}/s");
+}
+
+#[test]
 fn bad_plot_and_sweep_flags_exit_2_with_one_line() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["plot"], "RESULT.json"),
