@@ -1,7 +1,8 @@
 //! The simulation around the DataNode. [`Admission::dispatch`] counts the request, applies the
 //! service limits, draws the injected delay and fault, takes a handler from the pool (waiting in
 //! FIFO order), holds it through the delay, hands the request to the DataNode
-//! ([`HddsDispatcher`]), charges the shared disk for the chunk data it moved, and records
+//! ([`HddsDispatcher`]), charges the shared disk for the chunk data it moved, on the gRPC path
+//! holds the handler for its own time when a `--profile` prices it ([`Stages`]), and records
 //! metrics. Nothing here is a DataNode rule; the DataNode's own parts (dispatcher → keyvalue →
 //! store) know nothing of it.
 
