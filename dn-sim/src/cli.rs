@@ -268,6 +268,12 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub tls_handshake_timeout: Duration,
 
+    /// A profile of the DataNode's stages (TOML, format dn-sim-profile/1): the event loops' and
+    /// the handlers' costs per message and byte, and the machine's cores that size the event
+    /// loop group. Default: none (no stage costs anything). See docs/dn-sim.md.
+    #[arg(long, env = "DN_SIM_PROFILE", value_name = "FILE")]
+    pub profile: Option<std::path::PathBuf>,
+
     /// Runtime worker threads (default: one per core).
     #[arg(long, env = "DN_SIM_THREADS", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
@@ -563,7 +569,9 @@ impl Args {
             .map_err(|e| format!("--delay: {e}"))?;
         let faults = FaultPlan::from_assignments(self.faults.iter().cloned())
             .map_err(|e| format!("--fault: {e}"))?;
+        let profile = self.profile()?;
         let config = Config {
+            profile,
             listen,
             containers: self.containers.clone(),
             store: self.store.clone(),
@@ -607,6 +615,24 @@ impl Args {
             metadata_capacity: self.metadata_capacity,
         };
         Ok((config, warning))
+    }
+
+    /// `--profile`: the file read and checked, fitted on the release dn-sim answers as.
+    fn profile(&self) -> Result<Option<crate::sim::profile::Profile>, String> {
+        let Some(path) = &self.profile else {
+            return Ok(None);
+        };
+        let profile =
+            crate::sim::profile::Profile::load(path).map_err(|e| format!("--profile {e}"))?;
+        if profile.release != self.ozone_version {
+            return Err(format!(
+                "--profile {}: fitted on Ozone {}, but dn-sim answers as {} (--ozone-version)",
+                path.display(),
+                profile.release_text,
+                self.ozone_version
+            ));
+        }
+        Ok(Some(profile))
     }
 
     /// The TLS settings from `--tls-*` and `hdds.grpc.tls.*`; errors name the flag or key.

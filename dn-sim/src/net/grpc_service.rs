@@ -5,6 +5,7 @@
 use crate::datanode::version::OzoneVersion;
 use crate::sim::admission::{Admission, Outcome};
 use crate::sim::rng::RngFactory;
+use crate::sim::stages::Direction;
 use common::proto::xceiver_client_protocol_service_server::XceiverClientProtocolService;
 use common::proto::{ContainerCommandRequestProto, ContainerCommandResponseProto};
 use futures_util::Stream;
@@ -27,12 +28,31 @@ impl XceiverService {
 type ResponseStream =
     Pin<Box<dyn Stream<Item = Result<ContainerCommandResponseProto, Status>> + Send>>;
 
-/// Counts a stream as open for as long as its response stream lives.
-struct OpenStream(Arc<Admission>);
+/// What the server knows of the connection a stream came on (tonic puts it in each request's
+/// extensions): its address and, when a profile models event loops (`sim::stages`), the loop it
+/// was bound to when accepted.
+#[derive(Clone, Debug)]
+pub struct ConnectionInfo {
+    pub tcp: tonic::transport::server::TcpConnectInfo,
+    pub event_loop: Option<usize>,
+}
+
+/// Counts a stream as open for as long as its response stream lives; knows its connection's
+/// event loop, if loops are modelled.
+struct OpenStream(Arc<Admission>, Option<usize>);
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
         self.0.metrics.stream_closed();
+    }
+}
+
+impl OpenStream {
+    /// A message passes the stream's event loop (nothing without a modelled loop).
+    async fn pass_loop(&self, direction: Direction, bytes: impl FnOnce() -> usize) {
+        if let (Some(loops), Some(i)) = (&self.0.stages.event_loops, self.1) {
+            loops.pass(i, direction, bytes()).await;
+        }
     }
 }
 
@@ -53,7 +73,14 @@ impl XceiverClientProtocolService for XceiverService {
             return Err(limits.status(rejection));
         }
         self.admission.metrics.stream_opened();
-        let open = OpenStream(Arc::clone(&self.admission));
+        let event_loop = match &self.admission.stages.event_loops {
+            Some(_) => request
+                .extensions()
+                .get::<ConnectionInfo>()
+                .and_then(|c| c.event_loop),
+            None => None,
+        };
+        let open = OpenStream(Arc::clone(&self.admission), event_loop);
         // The response stream pulls the next request only after the previous answer was taken,
         // which keeps one stream's requests in order and needs no task or channel per stream.
         // An inbound error (a request that fails to parse, or one over the message limit) ends the
@@ -121,7 +148,19 @@ impl XceiverClientProtocolService for XceiverService {
                             }
                             None => req,
                         };
+                        open.pass_loop(Direction::Request, || req.encoded_len())
+                            .await;
                         let outcome = open.0.dispatch(req, &mut rng, charged).await;
+                        // An answer or a status goes out through the loop; a drop or a reset
+                        // writes no message.
+                        match &outcome {
+                            Outcome::Answer(resp) => {
+                                open.pass_loop(Direction::Response, || resp.encoded_len())
+                                    .await
+                            }
+                            Outcome::Fail(_) => open.pass_loop(Direction::Response, || 0).await,
+                            Outcome::Drop | Outcome::Reset => {}
+                        }
                         // The request is done: its bytes go, the answer's come.
                         if let Some(b) = &budget {
                             b.release_all();

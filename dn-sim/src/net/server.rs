@@ -4,7 +4,7 @@
 use crate::datanode::container_ids::ContainerIds;
 use crate::datanode::store::{ContainerStore, StoreKind};
 use crate::net::admin::{self, StaticInfo};
-use crate::net::grpc_service::XceiverService;
+use crate::net::grpc_service::{ConnectionInfo, XceiverService};
 use crate::net::reset::ResetLayer;
 use crate::net::tls::ServerStream;
 use crate::sim::admission::{Admission, AdmissionConfig, LiveSettings, NodeIdentity};
@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 use tonic::transport::Server;
-use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
+use tonic::transport::server::{Connected, TcpIncoming};
 
 /// Everything dn-sim needs to run, already validated.
 #[derive(Clone, Debug)]
@@ -82,6 +82,8 @@ pub struct Config {
     pub ratis_admin_listen: Option<SocketAddr>,
     /// The Raft groups (pipelines) this DataNode hosts on its Ratis port, one node each.
     pub pipelines: Vec<uuid::Uuid>,
+    /// `--profile`: the costs of the DataNode's stages (`sim::stages`); `None` = none.
+    pub profile: Option<crate::sim::profile::Profile>,
 }
 
 /// The pipeline (Raft group) dn-sim hosts unless `--pipeline-id` says otherwise: fixed, so that
@@ -128,6 +130,7 @@ impl Default for Config {
                 common::ratis::DEFAULT_RATIS_ADMIN_PORT,
             ))),
             pipelines: vec![DEFAULT_PIPELINE_ID],
+            profile: None,
         }
     }
 }
@@ -148,6 +151,7 @@ impl Config {
             disk_latency: self.disk_latency.clone(),
             limit_rates: self.limit_rates,
             limit_policy: self.limit_policy,
+            profile: self.profile.clone(),
         }
     }
 
@@ -465,29 +469,41 @@ impl RunningServer {
 }
 
 /// A client connection, counted in `dn_sim_connections_open` while it lives (with TLS: from
-/// its completed handshake).
+/// its completed handshake), and bound to an event loop when a profile models them.
 struct CountedConnection {
     stream: ServerStream,
     admission: Arc<Admission>,
+    event_loop: Option<usize>,
 }
 
 impl CountedConnection {
     fn new(stream: ServerStream, admission: Arc<Admission>) -> Self {
         admission.metrics.connection_opened();
-        Self { stream, admission }
+        let event_loop = admission.stages.event_loops.as_ref().map(|l| l.bind());
+        Self {
+            stream,
+            admission,
+            event_loop,
+        }
     }
 }
 
 impl Drop for CountedConnection {
     fn drop(&mut self) {
         self.admission.metrics.connection_closed();
+        if let (Some(loops), Some(i)) = (&self.admission.stages.event_loops, self.event_loop) {
+            loops.unbind(i);
+        }
     }
 }
 
 impl Connected for CountedConnection {
-    type ConnectInfo = TcpConnectInfo;
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.tcp().connect_info()
+    type ConnectInfo = ConnectionInfo;
+    fn connect_info(&self) -> ConnectionInfo {
+        ConnectionInfo {
+            tcp: self.stream.tcp().connect_info(),
+            event_loop: self.event_loop,
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The simulation around the DataNode. [`Admission::dispatch`] counts the request, applies the
 //! service limits, draws the injected delay and fault, takes a handler from the pool (waiting in
 //! FIFO order), holds it through the delay, hands the request to the DataNode
-//! ([`HddsDispatcher`]), charges the shared disk for the chunk data it moved, and records
+//! ([`HddsDispatcher`]), charges the shared disk for the chunk data it moved, on the gRPC path
+//! holds the handler for its own time when a `--profile` prices it ([`Stages`]), and records
 //! metrics. Nothing here is a DataNode rule; the DataNode's own parts (dispatcher → keyvalue →
 //! store) know nothing of it.
 
@@ -16,7 +17,9 @@ use crate::sim::fault::FaultKind;
 pub use crate::sim::live_settings::LiveSettings;
 use crate::sim::metrics::{Answered, Metrics};
 use crate::sim::pool::HandlerPool;
+use crate::sim::profile::Profile;
 use crate::sim::service_limits::{LimitPolicy, LimitRates, ServiceLimits};
+use crate::sim::stages::Stages;
 use arc_swap::ArcSwap;
 use common::proto::{
     ContainerCommandRequestProto as Request, ContainerCommandResponseProto as Response, Type,
@@ -69,6 +72,8 @@ pub struct Admission {
     pub metrics: Metrics,
     /// The Ozone release answered as (also in the handler's `NodeIdentity`).
     pub version: crate::datanode::version::OzoneVersion,
+    /// The stages a `--profile` models (none without one).
+    pub stages: Stages,
 }
 
 /// What an [`Admission`] is made of, as the flags set it (`dn_sim::Config::admission`); the
@@ -83,6 +88,8 @@ pub struct AdmissionConfig {
     pub disk_latency: Option<DelaySpec>,
     pub limit_rates: LimitRates,
     pub limit_policy: LimitPolicy,
+    /// `--profile`: the costs of the DataNode's stages; `None` = none (dn-sim as without stages).
+    pub profile: Option<Profile>,
 }
 
 impl Default for AdmissionConfig {
@@ -96,6 +103,7 @@ impl Default for AdmissionConfig {
             disk_latency: None,
             limit_rates: LimitRates::default(),
             limit_policy: LimitPolicy::default(),
+            profile: None,
         }
     }
 }
@@ -110,14 +118,20 @@ impl Admission {
         store: Arc<ContainerStore>,
         config: AdmissionConfig,
     ) -> Result<Self, DiskModelError> {
-        Ok(Self::new(
+        let mut admission = Self::new(
             store,
             config.node,
             HandlerPool::new(config.handler_count, config.max_queue),
             config.live,
             DiskModel::new(config.disk_bandwidth, config.disk_latency)?,
             ServiceLimits::new(config.limit_rates, config.limit_policy),
-        ))
+        );
+        admission.stages = Stages::from_profile(
+            config.profile.as_ref(),
+            config.handler_count,
+            admission.metrics.recorder(),
+        );
+        Ok(admission)
     }
 
     pub fn new(
@@ -137,6 +151,7 @@ impl Admission {
             limits,
             metrics: Metrics::new(version),
             version,
+            stages: Stages::none(),
         }
     }
 
@@ -236,6 +251,17 @@ impl Admission {
             }
             None => self.serve_timed(req, rng, &mut clock, context).await,
         };
+        // The handler's own time (`--profile`), on the gRPC path's handlers only: the Ratis
+        // path's threads are not the profile's stages.
+        if let Some(stage) = &self.stages.handler
+            && matches!(on, Executor::Handlers)
+        {
+            let answer = match &outcome {
+                Outcome::Answer(resp) => resp.encoded_len(),
+                _ => 0,
+            };
+            clock.hold(stage.service_time(size, answer)).await;
+        }
         held.busy_until(clock.end());
         // The handler is free once the answer exists; a dropped request does not hold it.
         drop(held);

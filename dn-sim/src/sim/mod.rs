@@ -3,7 +3,8 @@
 //! [`pool`], injected [`delay`]s and [`fault`]s, the shared [`disk`]) before and after handing it
 //! to [`crate::datanode`]. [`live_settings`] holds what may change while serving (`PUT /config`);
 //! [`cmd_selector`] is the `TYPE=` part of `--delay` and `--fault`; [`rng`] the seeded per-stream
-//! generators; [`metrics`] the simulator's own series (`dn_sim_*`) beside the DataNode's.
+//! generators; [`metrics`] the simulator's own series (`dn_sim_*`) beside the DataNode's;
+//! [`stages`] the DataNode's event loops and handler costs as a [`profile`] gives them.
 //!
 //! Nothing here uses [`crate::net`]: the simulation is the same behind every front end.
 
@@ -15,6 +16,8 @@ pub mod fault;
 pub mod live_settings;
 pub mod metrics;
 pub mod pool;
+pub mod profile;
 pub mod raft;
 pub mod rng;
 pub mod service_limits;
+pub mod stages;

@@ -20,6 +20,7 @@ use tonic::transport::Channel;
 
 /// One raw message on a new stream to the server at `addr`: the first answer's bytes, or the
 /// status that ended the call.
+#[allow(dead_code)] // not every test crate sends raw bytes
 pub async fn send_raw(addr: SocketAddr, bytes: &'static [u8]) -> Result<Bytes, tonic::Status> {
     let channel = Channel::from_shared(format!("http://{addr}"))
         .unwrap()

@@ -1,0 +1,359 @@
+//! `--profile FILE`: what the DataNode's stages cost ([`crate::sim::stages`]), as a TOML file.
+//!
+//! A profile names the machine the modelled DataNode runs on (its cores: they size the gRPC
+//! event loops below a pool of 10) and the Ozone release, gives each stage's cost per message and
+//! per byte, and keeps the fit that produced them (where the numbers came from, and per measured
+//! cell what was measured and what the model predicted). `kind` says whether a person wrote the
+//! numbers (`example`) or a calibration fitted them (`measured`); dn-sim runs both alike.
+//!
+//! ```toml
+//! format = "dn-sim-profile/1"
+//! kind = "example"
+//!
+//! [machine]
+//! cores = 2
+//! ozone_release = "2.2.0"
+//!
+//! [event_loops.request]       # a request's cost to its connection's loop, on the way in
+//! per_message_us = 20.0
+//! per_byte_ns = 0.2
+//! [event_loops.response]      # a response's cost to the same loop, on the way out
+//! per_message_us = 15.0
+//! per_byte_ns = 0.2
+//!
+//! [handler.request]           # the handler's own time per request (parse, dispatch) ...
+//! per_message_us = 10.0
+//! per_byte_ns = 0.3
+//! [handler.response]          # ... and per response (build, serialize), beside injected delays
+//! per_message_us = 5.0
+//! per_byte_ns = 0.3
+//!
+//! [fit]
+//! source = "hand-written example"
+//! [[fit.residuals]]
+//! cell = "echo pool=2 sleep=0ms 32x32"
+//! unit = "calls/s"
+//! measured = 49700.0
+//! predicted = 47000.0
+//! ```
+//!
+//! Every stage table is optional (missing: costs nothing); unknown keys are errors, so a typo
+//! is not silently a zero cost. Parsing is pure: the caller reads the file.
+
+use crate::datanode::version::OzoneVersion;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// The only format this dn-sim reads.
+pub const FORMAT: &str = "dn-sim-profile/1";
+
+/// Bounds that keep a profile's numbers meaningful (and their products within `u64` ns).
+const MAX_CORES: u32 = 4096;
+const MAX_PER_MESSAGE_US: f64 = 10_000_000.0; // 10 s
+const MAX_PER_BYTE_NS: f64 = 1_000_000.0; // 1 ms a byte
+
+/// A parsed, checked profile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    pub kind: ProfileKind,
+    /// Processors of the modelled DataNode's machine (its JVM's `availableProcessors`).
+    pub cores: usize,
+    /// The release the profile was fitted on.
+    pub release: OzoneVersion,
+    /// `ozone_release` as written (e.g. `2.2.0`), for messages and `/config`.
+    pub release_text: String,
+    /// The gRPC event loops' costs: a request on the way in, a response on the way out.
+    pub event_loop_request: MessageCost,
+    pub event_loop_response: MessageCost,
+    /// The handler's own time per request and per response.
+    pub handler_request: MessageCost,
+    pub handler_response: MessageCost,
+    pub fit: Fit,
+}
+
+/// Who produced the numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileKind {
+    /// Written by hand to show the format or to explore; no claim about any DataNode.
+    Example,
+    /// Fitted by a calibration against a real DataNode (`fit` says which and how well).
+    Measured,
+}
+
+/// What one message costs a stage: a fixed part and a part per byte of the message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageCost {
+    #[serde(default)]
+    pub per_message_us: f64,
+    #[serde(default)]
+    pub per_byte_ns: f64,
+}
+
+impl MessageCost {
+    /// True when every message costs nothing.
+    pub fn is_zero(&self) -> bool {
+        self.per_message_us == 0.0 && self.per_byte_ns == 0.0
+    }
+
+    /// The cost of a message of `bytes` bytes, in nanoseconds.
+    pub fn nanos(&self, bytes: usize) -> u64 {
+        // Both parts are bounded when parsed, so this stays far below u64::MAX for any message
+        // up to the 32 MiB limit (and saturates beyond).
+        (self.per_message_us * 1e3 + self.per_byte_ns * bytes as f64) as u64
+    }
+
+    pub fn of(&self, bytes: usize) -> Duration {
+        Duration::from_nanos(self.nanos(bytes))
+    }
+
+    fn check(&self, name: &str) -> Result<(), String> {
+        let ok = |v: f64, max: f64| v.is_finite() && (0.0..=max).contains(&v);
+        if !ok(self.per_message_us, MAX_PER_MESSAGE_US) {
+            return Err(format!(
+                "{name}.per_message_us must be from 0 to {MAX_PER_MESSAGE_US} (µs), not {}",
+                self.per_message_us
+            ));
+        }
+        if !ok(self.per_byte_ns, MAX_PER_BYTE_NS) {
+            return Err(format!(
+                "{name}.per_byte_ns must be from 0 to {MAX_PER_BYTE_NS} (ns), not {}",
+                self.per_byte_ns
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where the numbers came from: for calibration to fill, for people to read.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fit {
+    /// What was measured (a DataNode's address and build, or "hand-written example").
+    #[serde(default)]
+    pub source: String,
+    /// When (free text, e.g. an RFC 3339 time).
+    #[serde(default)]
+    pub measured_at: String,
+    #[serde(default)]
+    pub residuals: Vec<Residual>,
+}
+
+/// One measured cell against the model's prediction for it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Residual {
+    /// The cell, e.g. `echo pool=2 sleep=0ms 32x32`.
+    pub cell: String,
+    /// What `measured` and `predicted` count, e.g. `calls/s`, `MB/s`, `p99 ms`.
+    pub unit: String,
+    pub measured: f64,
+    pub predicted: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    format: String,
+    kind: ProfileKind,
+    machine: Machine,
+    #[serde(default)]
+    event_loops: Pair,
+    #[serde(default)]
+    handler: Pair,
+    #[serde(default)]
+    fit: Fit,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Machine {
+    cores: u32,
+    ozone_release: String,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Pair {
+    #[serde(default)]
+    request: MessageCost,
+    #[serde(default)]
+    response: MessageCost,
+}
+
+impl Profile {
+    /// Parses and checks a profile's text; the error is one line (with the line number of a
+    /// syntax or type error).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: File = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let message = e.message().trim().replace('\n', " ");
+            match line {
+                Some(n) => format!("line {n}: {message}"),
+                None => message,
+            }
+        })?;
+        if file.format != FORMAT {
+            return Err(format!(
+                "format must be \"{FORMAT}\", not \"{}\"",
+                file.format
+            ));
+        }
+        if !(1..=MAX_CORES).contains(&file.machine.cores) {
+            return Err(format!(
+                "machine.cores must be from 1 to {MAX_CORES}, not {}",
+                file.machine.cores
+            ));
+        }
+        let release: OzoneVersion = file
+            .machine
+            .ozone_release
+            .parse()
+            .map_err(|e| format!("machine.ozone_release: {e}"))?;
+        file.event_loops.request.check("event_loops.request")?;
+        file.event_loops.response.check("event_loops.response")?;
+        file.handler.request.check("handler.request")?;
+        file.handler.response.check("handler.response")?;
+        for r in &file.fit.residuals {
+            if !(r.measured.is_finite() && r.predicted.is_finite()) {
+                return Err(format!(
+                    "fit.residuals: cell \"{}\" needs finite measured and predicted values",
+                    r.cell
+                ));
+            }
+        }
+        Ok(Profile {
+            kind: file.kind,
+            cores: file.machine.cores as usize,
+            release,
+            release_text: file.machine.ozone_release,
+            event_loop_request: file.event_loops.request,
+            event_loop_response: file.event_loops.response,
+            handler_request: file.handler.request,
+            handler_response: file.handler.response,
+            fit: file.fit,
+        })
+    }
+
+    /// Reads and parses `path`; the error is one line naming the file.
+    pub fn load(path: &std::path::Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// True when no stage costs anything: dn-sim then runs as without a profile.
+    pub fn is_free(&self) -> bool {
+        self.event_loop_request.is_zero()
+            && self.event_loop_response.is_zero()
+            && self.handler_request.is_zero()
+            && self.handler_response.is_zero()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
+                           [machine]\ncores = 2\nozone_release = \"2.2.0\"\n";
+
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("profile.rs");
+        let example: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| l.strip_prefix("//!").unwrap_or(l).trim_start().to_string() + "\n")
+            .collect();
+        let p = Profile::parse(&example).unwrap();
+        assert_eq!(
+            (p.kind, p.cores, p.release),
+            (ProfileKind::Example, 2, OzoneVersion::V2_2)
+        );
+        assert_eq!(p.event_loop_request.nanos(1000), 20_000 + 200);
+        assert_eq!(p.handler_response.of(0), Duration::from_micros(5));
+        assert_eq!(p.fit.residuals.len(), 1);
+        assert!(!p.is_free());
+    }
+
+    #[test]
+    fn the_shipped_example_profile_parses_and_says_it_is_an_example() {
+        let text = include_str!("../../../deploy/profiles/example-2cores-ozone-2.2.0.toml");
+        let p = Profile::parse(text).unwrap();
+        assert_eq!(p.kind, ProfileKind::Example);
+        assert!(!p.is_free());
+    }
+
+    #[test]
+    fn stage_tables_are_optional_and_cost_nothing() {
+        let p = Profile::parse(MINIMAL).unwrap();
+        assert!(p.is_free());
+        assert_eq!(p.event_loop_request.nanos(1 << 20), 0);
+        assert_eq!(p.release_text, "2.2.0");
+    }
+
+    #[test]
+    fn bad_profiles_are_one_line_errors_naming_the_problem() {
+        let cases: &[(&str, &str)] = &[
+            ("", "missing field `format`"),
+            ("format = 1", "line 1"),
+            (
+                &MINIMAL.replace("dn-sim-profile/1", "dn-sim-profile/9"),
+                "format must be \"dn-sim-profile/1\"",
+            ),
+            (
+                &MINIMAL.replace("example", "guess"),
+                "unknown variant `guess`",
+            ),
+            (
+                &MINIMAL.replace("cores = 2", "cores = 0"),
+                "machine.cores must be",
+            ),
+            (&MINIMAL.replace("cores = 2", "cores = -1"), "line 4"),
+            (&MINIMAL.replace("2.2.0", "1.4.1"), "machine.ozone_release"),
+            (
+                &format!("{MINIMAL}[event_loops.request]\nper_message_us = -1.0\n"),
+                "event_loops.request.per_message_us must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[handler.response]\nper_byte_ns = nan\n"),
+                "handler.response.per_byte_ns must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[handler.request]\nper_mesage_us = 3.0\n"),
+                "unknown field `per_mesage_us`",
+            ),
+            (
+                &format!("{MINIMAL}[cpu]\ncores = 2\n"),
+                "unknown field `cpu`",
+            ),
+            (
+                &format!(
+                    "{MINIMAL}[[fit.residuals]]\ncell = \"c\"\nunit = \"calls/s\"\n\
+                     measured = inf\npredicted = 1.0\n"
+                ),
+                "cell \"c\" needs finite",
+            ),
+            (
+                "format = \"dn-sim-profile/1\"\nkind = \"example\"\n[machine\n",
+                "line 3",
+            ),
+        ];
+        for (text, expected) in cases {
+            let e = Profile::parse(text).unwrap_err();
+            assert!(e.contains(expected), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "{text:?}: not one line: {e}");
+        }
+    }
+
+    #[test]
+    fn a_missing_file_names_it() {
+        let e = Profile::load(std::path::Path::new("/nonexistent/p.toml")).unwrap_err();
+        assert!(e.starts_with("/nonexistent/p.toml: No such file"), "{e}");
+    }
+}
