@@ -1,0 +1,150 @@
+//! A test split over processes (`--shard I/N`, `--shards N` with `JOB_COMPLETION_INDEX`,
+//! `--start-at`, `--result-markers`) and `loadgen merge` of the shards: the loadgen binary as an
+//! Indexed Job's pods run it, against the in-process `--target null`.
+
+use std::process::{Command, Output};
+
+fn loadgen(args: &[&str], index: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loadgen"));
+    cmd.args(args).env("RUST_LOG", "off");
+    match index {
+        Some(i) => cmd.env("JOB_COMPLETION_INDEX", i),
+        None => cmd.env_remove("JOB_COMPLETION_INDEX"),
+    };
+    cmd.output().unwrap()
+}
+
+/// Exit code 2 and one line on stderr that names `needle`.
+fn assert_usage(args: &[&str], index: Option<&str>, needle: &str) {
+    let out = loadgen(args, index);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?} {index:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?} {index:?}: '{needle}' not in {stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_shard_flags_and_index_variables_exit_2_naming_the_flag() {
+    let echo = ["echo", "--target", "null", "-n", "10"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        echo.iter().chain(extra).copied().collect()
+    };
+    assert_usage(&with(&["--shard", "4/4"]), None, "--shard");
+    assert_usage(&with(&["--shard", "0/0"]), None, "--shard");
+    assert_usage(&with(&["--shard", "one/4"]), None, "--shard");
+    assert_usage(&with(&["--shards", "0"]), Some("0"), "--shards");
+    assert_usage(&with(&["--shards", "3"]), None, "--shards");
+    assert_usage(&with(&["--shards", "3"]), None, "JOB_COMPLETION_INDEX");
+    assert_usage(&with(&["--shards", "3"]), Some("3"), "--shards");
+    assert_usage(
+        &with(&["--shards", "3"]),
+        Some("two"),
+        "JOB_COMPLETION_INDEX",
+    );
+    assert_usage(&with(&["--shards", "3"]), Some(""), "--shards");
+    assert_usage(
+        &with(&["--shard", "0/2", "--shards", "2"]),
+        Some("0"),
+        "--shard",
+    );
+    assert_usage(&with(&["--start-at", "tomorrow"]), None, "--start-at");
+    assert_usage(
+        &with(&["--start-at", "2026-12-03T18:00:00"]),
+        None,
+        "--start-at",
+    );
+    // 10 requests over 16 shards leave shard 12 none: said, not run empty.
+    assert_usage(&with(&["--shard", "12/16"]), None, "--shard");
+}
+
+/// Runs the shards of `args` as an Indexed Job would (one process per index, the same flags),
+/// each printing its result between markers, and merges their stdout (one log, as `kubectl
+/// logs --prefix` of every pod gives it) as JSON.
+fn run_split(args: &[&str], shards: u32) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = String::new();
+    let mut each = Vec::new();
+    for i in 0..shards {
+        let n = shards.to_string();
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--shards", &n, "--result-markers"]);
+        let out = loadgen(&all, Some(&i.to_string()));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in stdout.lines() {
+            log.push_str(&format!("[pod/split-{i}-abcde/loadgen] {line}\n"));
+        }
+        let begin = stdout.find("-----BEGIN LOADGEN RESULT-----\n").unwrap() + 31;
+        let end = stdout.find("-----END LOADGEN RESULT-----").unwrap();
+        each.push(serde_json::from_str(&stdout[begin..end]).unwrap());
+    }
+    let path = dir.path().join("pods.log");
+    std::fs::write(&path, log).unwrap();
+    let out = loadgen(&["merge", path.to_str().unwrap(), "--format", "json"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (each, serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn shards_do_exact_shares_of_n_and_merge_to_the_whole() {
+    let (each, merged) = run_split(&["echo", "--target", "null", "-n", "1003", "-t", "2"], 4);
+    let requests: Vec<u64> = each
+        .iter()
+        .map(|r| r["totals"]["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(requests, [251, 251, 251, 250]);
+    assert_eq!(merged["totals"]["requests"], 1003);
+    assert_eq!(merged["totals"]["successes"], 1003);
+    assert_eq!(merged["latency"]["corrected"]["count"], 1003);
+    assert_eq!(merged["config"]["requests"], 1003);
+    assert_eq!(merged["processes"], 4);
+    let phases = &merged["measured_phases"];
+    assert_eq!(phases["runs"], 4);
+    assert_eq!(phases["complete_split"], true, "{phases}");
+    assert_eq!(merged["runs"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn open_loop_shards_carry_the_whole_rate_and_start_together_at_start_at() {
+    let (each, merged) = run_split(
+        &[
+            "echo",
+            "--target",
+            "null",
+            "-n",
+            "300",
+            "--rate",
+            "3000",
+            "--start-at",
+            "+2s",
+        ],
+        3,
+    );
+    for r in &each {
+        assert_eq!(r["totals"]["requests"], 100);
+        assert_eq!(r["config"]["peak_rate"], 3000.0);
+        // Without the wait, the measured phase would start about 2 s before the instant.
+        let offset = r["runs"][0]["start_offset_ms"].as_f64().unwrap();
+        assert!(offset > -500.0, "started {offset} ms from --start-at");
+    }
+    assert_eq!(merged["totals"]["requests"], 300);
+    assert_eq!(
+        merged["config"]["peak_rate"], 3000.0,
+        "the whole's rate, not 9000"
+    );
+    assert_eq!(merged["config"]["rate_plan"], "3000/s");
+}
