@@ -19,7 +19,10 @@ use std::io::Read as _;
 pub fn run(args: &MergeArgs) -> Result<Summary, Error> {
     let report = ReportConfig::from_args(&args.report);
     let output = crate::run::open_output(&report)?;
-    let merged = merge_files(&args.files)?;
+    let merged = match args.wait {
+        Some(limit) => wait_for_split(&args.files, limit)?,
+        None => merge_files(&args.files)?,
+    };
     let header = format!(
         "loadgen merge: {} result file(s), {} run(s)\ntarget: {}\n{}",
         args.files.len(),
@@ -46,9 +49,59 @@ pub fn results_in(text: &str) -> Result<Vec<Results>, String> {
     }
 }
 
+/// `--wait`: merges `files` every second until their results make up a whole split, or `limit`
+/// has passed (then an error that says what is missing). Inputs that cannot be read or parsed
+/// yet (a shard still writing its file) are tried again.
+fn wait_for_split(
+    files: &[std::path::PathBuf],
+    limit: std::time::Duration,
+) -> Result<Results, Error> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let attempt = merge_files(files);
+        let why = match &attempt {
+            Ok(r) if r.overlap().complete_split => return attempt,
+            Ok(r) => {
+                let o = r.overlap();
+                format!(
+                    "{} result(s), missing shards {:?}, repeated {:?}",
+                    o.runs, o.missing_shards, o.repeated_shards
+                )
+            }
+            Err(e) => e.to_string(),
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(Error::Run(format!(
+                "merge --wait {}: no whole split yet: {why}",
+                humantime::format_duration(limit)
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// The inputs: `-`, files, and the `*.json` files of directories (sorted by name).
+fn expand(files: &[std::path::PathBuf]) -> Result<Vec<std::path::PathBuf>, Error> {
+    let mut all = Vec::new();
+    for path in files {
+        if path.is_dir() {
+            let mut inside: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| Error::Usage(format!("merge: {}: {e}", path.display())))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            inside.sort();
+            all.extend(inside);
+        } else {
+            all.push(path.clone());
+        }
+    }
+    Ok(all)
+}
+
 pub fn merge_files(files: &[std::path::PathBuf]) -> Result<Results, Error> {
     let mut merged: Option<Results> = None;
-    for path in files {
+    for path in &expand(files)? {
         let text = if path.as_os_str() == "-" {
             let mut t = String::new();
             std::io::stdin()
@@ -82,7 +135,7 @@ pub fn merge_files(files: &[std::path::PathBuf]) -> Result<Results, Error> {
             }
         }
     }
-    merged.ok_or_else(|| Error::Usage("merge: give at least one FILE".into()))
+    merged.ok_or_else(|| Error::Usage("merge: no result in the FILEs and DIRs given".into()))
 }
 
 /// Lines about the merged runs: the split they make up, their overlap in time and each one's start.

@@ -64,14 +64,21 @@ fn bad_shard_flags_and_index_variables_exit_2_naming_the_flag() {
 /// Runs the shards of `args` as an Indexed Job would (one process per index, the same flags),
 /// each printing its result between markers, and merges their stdout (one log, as `kubectl
 /// logs --prefix` of every pod gives it) as JSON.
-fn run_split(args: &[&str], shards: u32) -> (Vec<serde_json::Value>, serde_json::Value) {
-    let dir = tempfile::tempdir().unwrap();
+/// Each shard also writes its JSON result to a file of `dir` (`--output`), as the chart's pods do
+/// on their shared volume.
+fn run_split(
+    args: &[&str],
+    shards: u32,
+    dir: &std::path::Path,
+) -> (Vec<serde_json::Value>, serde_json::Value) {
     let mut log = String::new();
     let mut each = Vec::new();
     for i in 0..shards {
         let n = shards.to_string();
+        let file = dir.join(format!("shard-{i}.json"));
         let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--shards", &n, "--result-markers"]);
+        all.extend(["--shards", &n, "--result-markers", "--format", "json"]);
+        all.extend(["--output", file.to_str().unwrap()]);
         let out = loadgen(&all, Some(&i.to_string()));
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert_eq!(
@@ -87,7 +94,7 @@ fn run_split(args: &[&str], shards: u32) -> (Vec<serde_json::Value>, serde_json:
         let end = stdout.find("-----END LOADGEN RESULT-----").unwrap();
         each.push(serde_json::from_str(&stdout[begin..end]).unwrap());
     }
-    let path = dir.path().join("pods.log");
+    let path = dir.join("pods.log");
     std::fs::write(&path, log).unwrap();
     let out = loadgen(&["merge", path.to_str().unwrap(), "--format", "json"], None);
     assert_eq!(
@@ -101,7 +108,12 @@ fn run_split(args: &[&str], shards: u32) -> (Vec<serde_json::Value>, serde_json:
 
 #[test]
 fn shards_do_exact_shares_of_n_and_merge_to_the_whole() {
-    let (each, merged) = run_split(&["echo", "--target", "null", "-n", "1003", "-t", "2"], 4);
+    let dir = tempfile::tempdir().unwrap();
+    let (each, merged) = run_split(
+        &["echo", "--target", "null", "-n", "1003", "-t", "2"],
+        4,
+        dir.path(),
+    );
     let requests: Vec<u64> = each
         .iter()
         .map(|r| r["totals"]["requests"].as_u64().unwrap())
@@ -116,10 +128,44 @@ fn shards_do_exact_shares_of_n_and_merge_to_the_whole() {
     assert_eq!(phases["runs"], 4);
     assert_eq!(phases["complete_split"], true, "{phases}");
     assert_eq!(merged["runs"].as_array().unwrap().len(), 4);
+    // The files on the shared volume merge to the same (the directory: its *.json files).
+    let out = loadgen(
+        &[
+            "merge",
+            dir.path().to_str().unwrap(),
+            "--wait",
+            "5s",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let from_files: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(from_files["totals"], merged["totals"]);
+    assert_eq!(
+        from_files["latency"]["corrected"]["histogram"],
+        merged["latency"]["corrected"]["histogram"]
+    );
+    // Without shard 3, --wait gives up naming it.
+    std::fs::remove_file(dir.path().join("shard-3.json")).unwrap();
+    let out = loadgen(
+        &["merge", dir.path().to_str().unwrap(), "--wait", "1s"],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("missing shards [3]"), "{stderr}");
 }
 
 #[test]
 fn open_loop_shards_carry_the_whole_rate_and_start_together_at_start_at() {
+    let dir = tempfile::tempdir().unwrap();
     let (each, merged) = run_split(
         &[
             "echo",
@@ -133,6 +179,7 @@ fn open_loop_shards_carry_the_whole_rate_and_start_together_at_start_at() {
             "+2s",
         ],
         3,
+        dir.path(),
     );
     for r in &each {
         assert_eq!(r["totals"]["requests"], 100);

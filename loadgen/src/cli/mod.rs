@@ -97,9 +97,15 @@ pub struct Percentiles(pub Vec<f64>);
 pub struct MergeArgs {
     /// JSON results written by `loadgen echo --format json --output FILE`, or logs (`kubectl
     /// logs`, with or without --prefix) holding results between --result-markers lines; `-`
-    /// reads stdin.
-    #[arg(required = true, value_name = "FILE")]
+    /// reads stdin; a directory: every `*.json` file in it.
+    #[arg(required = true, value_name = "FILE|DIR")]
     pub files: Vec<PathBuf>,
+
+    /// Wait up to this long until the results found make up a whole split (shards 0 … N − 1 of
+    /// `--shard`/`--shards` runs, each once), reading the inputs again every second: a merge
+    /// Job started beside the shards' Job. Without it the inputs are read once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
 
     #[command(flatten)]
     pub report: ReportArgs,
