@@ -2,6 +2,9 @@
 //! `--start-at`, `--result-markers`) and `loadgen merge` of the shards: the loadgen binary as an
 //! Indexed Job's pods run it, against the in-process `--target null`.
 
+mod support;
+
+use clap::Parser;
 use std::process::{Command, Output};
 
 fn loadgen(args: &[&str], index: Option<&str>) -> Output {
@@ -194,4 +197,66 @@ fn open_loop_shards_carry_the_whole_rate_and_start_together_at_start_at() {
         "the whole's rate, not 9000"
     );
     assert_eq!(merged["config"]["rate_plan"], "3000/s");
+}
+
+/// Runs `args` in this process; the summary.
+fn run(args: &[&str]) -> loadgen::Summary {
+    let mut argv = vec!["loadgen"];
+    argv.extend_from_slice(args);
+    loadgen::run(loadgen::cli::Cli::try_parse_from(argv).expect("valid flags")).expect("runs")
+}
+
+#[test]
+fn a_target_list_spreads_connections_and_is_dealt_out_to_shards() {
+    // Two DataNodes told apart by their answers: the second fails every echo.
+    let good = support::dn_sim_with(&[], None);
+    let bad = support::dn_sim_with(&["echo=IO_EXCEPTION:1.0"], None);
+    let list = format!("{},{}", good.local_addr(), bad.local_addr());
+    // One process, two connections: connection 0 to the first, 1 to the second.
+    let s = run(&[
+        "echo",
+        "--target",
+        &list,
+        "--clients",
+        "2",
+        "-t",
+        "4",
+        "-n",
+        "200",
+        "-f",
+    ]);
+    assert!(
+        s.successes() > 0 && s.failures() > 0,
+        "{} ok, {} failed",
+        s.successes(),
+        s.failures()
+    );
+    assert_eq!(s.successes() + s.failures(), 200);
+    assert_eq!(s.results.description.target, list);
+    // Two shards: each has its own DataNode.
+    let first = run(&[
+        "echo", "--target", &list, "--shard", "0/2", "-n", "50", "-f",
+    ]);
+    assert_eq!((first.successes(), first.failures()), (25, 0));
+    assert_eq!(
+        first.results.description.target,
+        good.local_addr().to_string()
+    );
+    let second = run(&[
+        "echo", "--target", &list, "--shard", "1/2", "-n", "50", "-f",
+    ]);
+    assert_eq!((second.successes(), second.failures()), (0, 25));
+    // A bad address anywhere in the list is the flag's error.
+    let port = good.local_addr().port();
+    assert_usage(
+        &[
+            "echo",
+            "--target",
+            &format!("127.0.0.1:{port},nonsense"),
+            "-n",
+            "1",
+        ],
+        None,
+        "--target",
+    );
 }
