@@ -9,11 +9,13 @@
 # - the Prometheus Operator's ServiceMonitor, a CRD in no Kubernetes schema: it is decoded
 #   strictly into the operator's own Go API types (scripts/helm-check/servicemonitor, a Go
 #   module from the Go module proxy) instead;
+# - that both checkers reject a manifest with an unknown field (so their passes mean something);
 # - the consistency the chart relies on: the loadgen Job's arguments hold the chart's own
 #   files/loadgen-args (what scripts/shards-local.sh runs), the merge Job names the same result
 #   files the shards write, and one --start-at for all.
-# Tools are installed on first use under target/tools (helm: `go install helm.sh/helm/v3/cmd/
-# helm@v3.22.0`, about 2.5 min on 2 cores; kubernetes-validate in a venv), so a second run is fast.
+# Tools are installed on first use under target/tools, in parallel (helm: `go install helm.sh/
+# helm/v3/cmd/helm@v3.22.0`, about 2.5 min on 2 cores the first time, seconds once Go's own caches
+# hold its modules and packages; kubernetes-validate in a venv), so a second run is fast.
 # Exit: 0 all pass; 1 a check failed or a tool could not be installed with its registry in
 # reach; 3 a tool could not be installed and a probe finds its registry out of reach.
 set -euo pipefail
@@ -24,51 +26,59 @@ chart=deploy/helm/ozone-dn-lab
 versions=(${KUBE_VERSIONS:-1.30.0 1.34.0})
 tools=$PWD/target/tools
 mkdir -p "$tools/bin"
-export GOPATH=$tools/go GOBIN=$tools/bin GOCACHE=$tools/go-cache GOFLAGS=-modcacherw
+# The binaries go to target/tools/bin; Go's module and build caches stay where Go keeps them for
+# this user (GOMODCACHE, GOCACHE), so that a fresh checkout (CI's) links helm in seconds.
+export GOBIN=$tools/bin GOFLAGS=-modcacherw
 helm=$tools/bin/helm
 kv=$tools/kv-venv/bin/kubernetes-validate
 sm_check=$tools/bin/servicemonitor-check
-
-# Go tools: helm and the ServiceMonitor checker (rebuilt when its source changes).
-go_unreachable() {
-    echo "check-helm: $1 could not be built and the Go module proxy is out of reach (probe: proxy.golang.org)" >&2
-    exit 3
-}
-if [ ! -x "$helm" ]; then
-    command -v go >/dev/null || { echo "check-helm: no Go toolchain to build helm with" >&2; exit 1; }
-    echo "installing helm v3.22.0 (go install, once; cached in target/tools)..."
-    if ! nice go install helm.sh/helm/v3/cmd/helm@v3.22.0 >"$tools/helm-install.log" 2>&1; then
-        go_proxy_reachable || go_unreachable helm
-        tail -20 "$tools/helm-install.log" >&2
-        echo "check-helm: go install of helm failed with the Go module proxy in reach" >&2
-        exit 1
-    fi
-fi
 sm_src=scripts/helm-check/servicemonitor
 sm_stamp=$(cat "$sm_src"/go.mod "$sm_src"/go.sum "$sm_src"/main.go | sha256sum | cut -c1-16)
+
+# The three tools, built or installed at once (two Go builds and a pip install in parallel).
+need_go=false
+[ -x "$helm" ] || need_go=true
+[ -x "$sm_check" ] && [ "$(cat "$tools/servicemonitor-check.stamp" 2>/dev/null)" = "$sm_stamp" ] || need_go=true
+if $need_go && ! command -v go >/dev/null; then
+    echo "check-helm: no Go toolchain to build helm and the ServiceMonitor checker with" >&2
+    exit 1
+fi
+if [ ! -x "$helm" ]; then
+    echo "installing helm v3.22.0 (go install, once; cached in target/tools)..."
+    nice go install helm.sh/helm/v3/cmd/helm@v3.22.0 >"$tools/helm-install.log" 2>&1 &
+    helm_job=$!
+fi
 if [ ! -x "$sm_check" ] || [ "$(cat "$tools/servicemonitor-check.stamp" 2>/dev/null)" != "$sm_stamp" ]; then
-    command -v go >/dev/null || { echo "check-helm: no Go toolchain" >&2; exit 1; }
     echo "building the ServiceMonitor checker (once; cached in target/tools)..."
-    if ! (cd "$sm_src" && nice go build -o "$sm_check" .) >"$tools/sm-build.log" 2>&1; then
-        go_proxy_reachable || go_unreachable "the ServiceMonitor checker"
-        tail -20 "$tools/sm-build.log" >&2
-        exit 1
-    fi
-    echo "$sm_stamp" >"$tools/servicemonitor-check.stamp"
+    (cd "$sm_src" && nice go build -o "$sm_check" .) >"$tools/sm-build.log" 2>&1 &
+    sm_job=$!
 fi
 if [ ! -x "$kv" ]; then
     echo "installing kubernetes-validate 1.37.0 (PyPI, in a venv under target/tools)..."
-    if ! { python3 -m venv "$tools/kv-venv" && "$tools/kv-venv/bin/pip" install -q kubernetes-validate==1.37.0; } \
-        >"$tools/kv-install.log" 2>&1; then
-        rm -rf "$tools/kv-venv"
-        if ! pypi_reachable; then
-            echo "check-helm: kubernetes-validate could not be installed and PyPI is out of reach (probe: pypi.org)" >&2
-            exit 3
-        fi
-        tail -20 "$tools/kv-install.log" >&2
-        echo "check-helm: installing kubernetes-validate failed with PyPI in reach" >&2
-        exit 1
+    { python3 -m venv "$tools/kv-venv" && "$tools/kv-venv/bin/pip" install -q kubernetes-validate==1.37.0; } \
+        >"$tools/kv-install.log" 2>&1 &
+    kv_job=$!
+fi
+# install_failed WHAT LOG PROBE REGISTRY: exit 3 when the registry is out of reach, else 1.
+install_failed() {
+    if ! "$3"; then
+        echo "check-helm: $1 could not be installed and $4 is out of reach (probe failed)" >&2
+        exit 3
     fi
+    tail -20 "$2" >&2
+    echo "check-helm: $1 could not be installed with $4 in reach (log above)" >&2
+    exit 1
+}
+if [ -n "${helm_job:-}" ] && ! wait "$helm_job"; then
+    install_failed helm "$tools/helm-install.log" go_proxy_reachable "the Go module proxy"
+fi
+if [ -n "${sm_job:-}" ]; then
+    wait "$sm_job" || install_failed "the ServiceMonitor checker" "$tools/sm-build.log" go_proxy_reachable "the Go module proxy"
+    echo "$sm_stamp" >"$tools/servicemonitor-check.stamp"
+fi
+if [ -n "${kv_job:-}" ] && ! wait "$kv_job"; then
+    rm -rf "$tools/kv-venv"
+    install_failed kubernetes-validate "$tools/kv-install.log" pypi_reachable PyPI
 fi
 echo "$("$helm" version --short), kubernetes-validate $("$kv" --version 2>&1 | tail -1)"
 
@@ -149,6 +159,18 @@ print(f"ok: {value_set}: the Jobs agree (shards, --start-at, result files)")
 EOF
     done
 done
+# The checkers themselves must reject what is wrong, or their passes mean nothing: an unknown
+# field in the StatefulSet, a misspelled field in the ServiceMonitor.
+"$helm" template lab "$chart" --kube-version "${versions[-1]}" -f "$chart/ci/full-values.yaml" >"$work/full.yaml"
+sed 's/^  podManagementPolicy: Parallel$/  podManagementPolicy: Parallel\n  replicaz: 3/' "$work/full.yaml" >"$work/broken.yaml"
+if ! grep -q replicaz "$work/broken.yaml" || "$kv" -k "${versions[-1]}" --strict --quiet "$work/broken.yaml" >/dev/null 2>&1; then
+    fail "kubernetes-validate --strict accepted an unknown field (or the test could not inject one)"
+fi
+sed 's/^      path: \/prom$/      pathh: \/prom/' "$work/full.yaml" >"$work/broken-sm.yaml"
+if ! grep -q pathh "$work/broken-sm.yaml" || "$sm_check" <"$work/broken-sm.yaml" >/dev/null 2>&1; then
+    fail "the ServiceMonitor checker accepted a misspelled field (or the test could not inject one)"
+fi
+
 if [ "$failures" -gt 0 ]; then
     echo "check-helm: $failures check(s) failed"
     exit 1
