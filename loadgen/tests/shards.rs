@@ -260,3 +260,73 @@ fn a_target_list_spreads_connections_and_is_dealt_out_to_shards() {
         "--target",
     );
 }
+
+#[test]
+fn write_shards_write_their_own_blocks_and_read_shards_split_a_manifest() {
+    let server = support::dn_sim_with(&[], None);
+    let addr = server.local_addr().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    // Two write shards at once against one DataNode: 2 × 3 threads, a block per 64 KB write.
+    let manifests: Vec<std::path::PathBuf> = (0..2)
+        .map(|i| dir.path().join(format!("shard-{i}.jsonl")))
+        .collect();
+    std::thread::scope(|scope| {
+        for (i, m) in manifests.iter().enumerate() {
+            let (addr, shard) = (&addr, format!("{i}/2"));
+            scope.spawn(move || {
+                let s = run(&[
+                    "write",
+                    "--target",
+                    addr,
+                    "--shard",
+                    &shard,
+                    "-n",
+                    "31",
+                    "-t",
+                    "3",
+                    "--write-size",
+                    "64KB",
+                    "--chunk-size",
+                    "64KB",
+                    "--block-size",
+                    "64KB",
+                    "--flush-size",
+                    "64KB",
+                    "--manifest",
+                    m.to_str().unwrap(),
+                ]);
+                assert_eq!(s.failures(), 0, "{}", s.text);
+                // 31 writes over 2 shards: 16 and 15.
+                assert_eq!(s.results.write.as_ref().unwrap().writes, 16 - i as u64);
+            });
+        }
+    });
+    let mut ids: Vec<i64> = manifests
+        .iter()
+        .flat_map(|m| loadgen::manifest::read(m).unwrap())
+        .map(|b| b.local_id)
+        .collect();
+    assert_eq!(ids.len(), 31, "a block per write");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 31, "no block written by both shards");
+    // Reading shard 0's manifest in three shards: each reads its share of the blocks, once.
+    let manifest = manifests[0].to_str().unwrap();
+    let read: Vec<u64> = (0..3)
+        .map(|i| {
+            let shard = format!("{i}/3");
+            let r = run(&[
+                "read",
+                "--target",
+                &addr,
+                "--manifest",
+                manifest,
+                "--shard",
+                &shard,
+            ]);
+            assert_eq!(r.failures(), 0, "{}", r.text);
+            r.results.read.as_ref().unwrap().blocks
+        })
+        .collect();
+    assert_eq!(read, [6, 5, 5]);
+}
