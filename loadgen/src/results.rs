@@ -666,6 +666,13 @@ impl Results {
         }
         self.runs.extend(other.runs.iter().cloned());
         let d = &mut self.description;
+        // Shards of one split load different DataNodes: the merged target is all of them.
+        for t in other.description.target.split(',') {
+            if !d.target.split(',').any(|mine| mine == t) {
+                d.target.push(',');
+                d.target.push_str(t);
+            }
+        }
         d.clients += other.description.clients;
         d.threads += other.description.threads;
         // Shards of one split each carry the whole test's rate; independent runs' rates add.

@@ -246,6 +246,11 @@ fn a_target_list_spreads_connections_and_is_dealt_out_to_shards() {
         "echo", "--target", &list, "--shard", "1/2", "-n", "50", "-f",
     ]);
     assert_eq!((second.successes(), second.failures()), (0, 25));
+    // Merged, the target is both DataNodes, each once.
+    let mut merged = first.results.clone();
+    merged.merge(&second.results);
+    merged.merge(&first.results);
+    assert_eq!(merged.description.target, list);
     // A bad address anywhere in the list is the flag's error.
     let port = good.local_addr().port();
     assert_usage(
