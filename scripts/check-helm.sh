@@ -22,6 +22,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
+# python3 -m venv needs Debian's python3-venv where python3 is Debian's; curl runs the probes.
+ensure_debian_packages python3-venv curl
+# Go where the machine image keeps it, in case PATH does not name it.
+[ -x /usr/local/go/bin/go ] && PATH=$PATH:/usr/local/go/bin
+
 chart=deploy/helm/ozone-dn-lab
 versions=(${KUBE_VERSIONS:-1.30.0 1.34.0})
 tools=$PWD/target/tools
