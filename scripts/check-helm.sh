@@ -5,7 +5,8 @@
 #   external targets without dn-sim, …), for two Kubernetes versions (KUBE_VERSIONS);
 # - every rendered manifest validated strictly (unknown fields are errors) against that
 #   version's schemas, with PyPI's kubernetes-validate (it ships the schemas of Kubernetes
-#   1.25-1.37); every object must have passed, none may be left without a schema, except:
+#   1.25-1.37), and a second opinion from kubeconform v0.8.0 (a Go module) on the same schema
+#   files; every object must have passed, none may be left without a schema, except:
 # - the Prometheus Operator's ServiceMonitor, a CRD in no Kubernetes schema: it is decoded
 #   strictly into the operator's own Go API types (scripts/helm-check/servicemonitor, a Go
 #   module from the Go module proxy) instead;
@@ -42,7 +43,7 @@ sm_stamp=$(cat "$sm_src"/go.mod "$sm_src"/go.sum "$sm_src"/main.go | sha256sum |
 
 # The three tools, built or installed at once (two Go builds and a pip install in parallel).
 need_go=false
-[ -x "$helm" ] || need_go=true
+[ -x "$helm" ] && [ -x "$tools/bin/kubeconform" ] || need_go=true
 [ -x "$sm_check" ] && [ "$(cat "$tools/servicemonitor-check.stamp" 2>/dev/null)" = "$sm_stamp" ] || need_go=true
 if $need_go && ! command -v go >/dev/null; then
     echo "check-helm: no Go toolchain to build helm and the ServiceMonitor checker with" >&2
@@ -57,6 +58,12 @@ if [ ! -x "$sm_check" ] || [ "$(cat "$tools/servicemonitor-check.stamp" 2>/dev/n
     echo "building the ServiceMonitor checker (once; cached in target/tools)..."
     (cd "$sm_src" && nice go build -o "$sm_check" .) >"$tools/sm-build.log" 2>&1 &
     sm_job=$!
+fi
+kubeconform=$tools/bin/kubeconform
+if [ ! -x "$kubeconform" ]; then
+    echo "installing kubeconform v0.8.0 (go install, once; cached in target/tools)..."
+    nice go install github.com/yannh/kubeconform/cmd/kubeconform@v0.8.0 >"$tools/kubeconform-install.log" 2>&1 &
+    kubeconform_job=$!
 fi
 if [ ! -x "$kv" ]; then
     echo "installing kubernetes-validate 1.37.0 (PyPI, in a venv under target/tools)..."
@@ -77,6 +84,9 @@ install_failed() {
 if [ -n "${helm_job:-}" ] && ! wait "$helm_job"; then
     install_failed helm "$tools/helm-install.log" go_proxy_reachable "the Go module proxy"
 fi
+if [ -n "${kubeconform_job:-}" ] && ! wait "$kubeconform_job"; then
+    install_failed kubeconform "$tools/kubeconform-install.log" go_proxy_reachable "the Go module proxy"
+fi
 if [ -n "${sm_job:-}" ]; then
     wait "$sm_job" || install_failed "the ServiceMonitor checker" "$tools/sm-build.log" go_proxy_reachable "the Go module proxy"
     echo "$sm_stamp" >"$tools/servicemonitor-check.stamp"
@@ -85,7 +95,24 @@ if [ -n "${kv_job:-}" ] && ! wait "$kv_job"; then
     rm -rf "$tools/kv-venv"
     install_failed kubernetes-validate "$tools/kv-install.log" pypi_reachable PyPI
 fi
-echo "$("$helm" version --short), kubernetes-validate $("$kv" --version 2>&1 | tail -1)"
+# kubeconform reads the same schemas once their "/api/_definitions.json#" references point at
+# the files (kept per version in target/tools/kubeconform-schemas).
+kv_schemas=$(ls -d "$tools"/kv-venv/lib/python3*/site-packages/kubernetes_validate/kubernetes-json-schema)
+for v in "${versions[@]}"; do
+    dir=$tools/kubeconform-schemas/v$v
+    [ -f "$dir/_definitions.json" ] && continue
+    [ -d "$kv_schemas/v$v-local-strict" ] || { echo "check-helm: kubernetes-validate has no schemas for $v" >&2; exit 1; }
+    mkdir -p "$dir.tmp"
+    for f in "$kv_schemas/v$v-local-strict"/*.json; do
+        sed "s|\"/api/_definitions.json#|\"file://$dir/_definitions.json#|g" "$f" >"$dir.tmp/${f##*/}"
+    done
+    mv "$dir.tmp" "$dir"
+done
+conform() { # VERSION FILE: kubeconform, strict, ServiceMonitor left to its own checker
+    "$kubeconform" -strict -summary -skip ServiceMonitor \
+        -schema-location "$tools/kubeconform-schemas/v$1/{{ .ResourceKind }}{{ .KindSuffix }}.json" "$2"
+}
+echo "$("$helm" version --short), kubernetes-validate $("$kv" --version 2>&1 | tail -1), kubeconform v0.8.0"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -122,7 +149,15 @@ for set in "${value_sets[@]}"; do
         else
             extra=""
             [ "$monitors" = 0 ] || extra=", $monitors ServiceMonitor(s) checked apart"
-            echo "ok: $set, Kubernetes $v: $passed object(s) valid (strict)$extra"
+            echo "ok: $set, Kubernetes $v: $passed object(s) valid (strict, kubernetes-validate)$extra"
+        fi
+        # A second opinion on the same schemas.
+        summary=$(conform "$v" "$out" 2>&1 | tail -1 || true)
+        if [[ $summary != *"Valid: $((objects - monitors)), Invalid: 0, Errors: 0, Skipped: $monitors"* ]]; then
+            conform "$v" "$out" || true
+            fail "kubeconform ($set, Kubernetes $v): $summary"
+        else
+            echo "ok: $set, Kubernetes $v: kubeconform: $summary"
         fi
         if [ "$monitors" != 0 ]; then
             "$sm_check" <"$out" || fail "ServiceMonitor shape ($set, Kubernetes $v)"
@@ -170,6 +205,9 @@ done
 sed 's/^  podManagementPolicy: Parallel$/  podManagementPolicy: Parallel\n  replicaz: 3/' "$work/full.yaml" >"$work/broken.yaml"
 if ! grep -q replicaz "$work/broken.yaml" || "$kv" -k "${versions[-1]}" --strict --quiet "$work/broken.yaml" >/dev/null 2>&1; then
     fail "kubernetes-validate --strict accepted an unknown field (or the test could not inject one)"
+fi
+if conform "${versions[-1]}" "$work/broken.yaml" >/dev/null 2>&1; then
+    fail "kubeconform -strict accepted an unknown field"
 fi
 sed 's/^      path: \/prom$/      pathh: \/prom/' "$work/full.yaml" >"$work/broken-sm.yaml"
 if ! grep -q pathh "$work/broken-sm.yaml" || "$sm_check" <"$work/broken-sm.yaml" >/dev/null 2>&1; then
