@@ -47,17 +47,18 @@ app.kubernetes.io/component: dn-sim
 {{- end -}}
 
 {{/* The instant every shard starts measuring: loadgen.startAt, or now + startDelaySeconds (UTC).
-Computed once per rendering and kept in a dict of its own: the Jobs' names, --start-at and the
-result file names must all agree even when rendering crosses a second. */}}
+Computed once per rendering and kept on the root context (not in .Values, which a release
+stores and `--reuse-values` would bring back): the Jobs' names, --start-at and the result file
+names must all agree even when rendering crosses a second. */}}
 {{- define "lab.startAt" -}}
-{{- if not (hasKey .Values.loadgen "computedStartAt") -}}
+{{- if not (hasKey . "labStartAt") -}}
 {{- if .Values.loadgen.startAt -}}
-{{- $_ := set .Values.loadgen "computedStartAt" .Values.loadgen.startAt -}}
+{{- $_ := set . "labStartAt" .Values.loadgen.startAt -}}
 {{- else -}}
-{{- $_ := set .Values.loadgen "computedStartAt" (dateInZone "2006-01-02T15:04:05Z" (dateModify (printf "+%ds" (int .Values.loadgen.startDelaySeconds)) now) "UTC") -}}
+{{- $_ := set . "labStartAt" (dateInZone "2006-01-02T15:04:05Z" (dateModify (printf "+%ds" (int .Values.loadgen.startDelaySeconds)) now) "UTC") -}}
 {{- end -}}
 {{- end -}}
-{{- .Values.loadgen.computedStartAt -}}
+{{- index . "labStartAt" -}}
 {{- end -}}
 
 {{/* The prefix of the Jobs' names, short enough that JOB-RUNID-INDEX stays a 63-character DNS label. */}}
