@@ -199,3 +199,9 @@ wait_ready_file() {
     echo "dn-sim (pid $pid) wrote no $file within 10 s" >&2
     return 1
 }
+
+# Whether the Go module proxy answers (the version info of the helm release scripts/check-helm.sh
+# installs).
+go_proxy_reachable() {
+    curl -fsSI --max-time 20 -o /dev/null https://proxy.golang.org/helm.sh/helm/v3/@v/v3.22.0.info
+}

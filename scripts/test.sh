@@ -145,6 +145,8 @@ stage no-server -- scripts/check-no-server.sh
 stage prometheus --needs build -- scripts/test-prometheus.sh
 stage experiments-quick --needs build -- experiments_quick
 stage check-deploy --needs build -- scripts/check-deploy.sh
+stage check-helm -- scripts/check-helm.sh
+stage shards-local --needs build -- env LOADGEN=target/debug/loadgen DN_SIM=target/debug/dn-sim scripts/shards-local.sh 4
 stage compose-smoke --needs build -- scripts/compose-smoke.sh
 stage exp-checksum-quick --needs build -- exp_checksum_quick
 stage exp-throttling-quick --needs build -- scripts/exp-throttling.sh --quick

@@ -14,7 +14,9 @@ use crate::throttle::{
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use crate::shard::Shard;
 
 /// freon's default number of requests.
 pub const DEFAULT_REQUESTS: u64 = 1000;
@@ -23,8 +25,9 @@ pub const DEFAULT_REQUESTS: u64 = 1000;
 pub enum Target {
     /// An embedded dn-sim started by loadgen on 127.0.0.1.
     Embedded { threads: usize },
-    /// A DataNode or dn-sim at this address (HOST:PORT), and the TLS to speak to it (`--tls`).
-    Remote(String, Option<Arc<crate::connection::tls::TargetTls>>),
+    /// DataNodes or dn-sims at these addresses (HOST:PORT; connection c goes to the c-th mod
+    /// their number), and the TLS to speak to them (`--tls`).
+    Remote(Vec<String>, Option<Arc<crate::connection::tls::TargetTls>>),
     /// `--target null`: dn-sim's dispatcher and store called in-process, no network.
     Null,
 }
@@ -125,6 +128,8 @@ pub struct ReportConfig {
     pub format: Format,
     pub output: Option<PathBuf>,
     pub percentiles: Vec<f64>,
+    /// `--result-markers`: the JSON result on stdout between marker lines too.
+    pub result_markers: bool,
 }
 
 impl ReportConfig {
@@ -133,6 +138,7 @@ impl ReportConfig {
             format: args.format,
             output: args.output.clone(),
             percentiles: args.percentiles.0.clone(),
+            result_markers: args.result_markers,
         }
     }
 }
@@ -174,7 +180,16 @@ pub struct RunConfig {
     /// `--ratis-admin`: the Ratis admin port that names the group (`crate::connection::ratis_admin`), asked
     /// before the run; `ratis` is then replaced by its answer.
     pub ratis_admin: Option<String>,
+    /// `--shard I/N` or `--shards N`: this process's part of a split test (`crate::shard`);
+    /// `stop`, the open-loop plan and the targets are already this shard's.
+    pub shard: Option<Shard>,
+    /// `--start-at`: the wall-clock instant the measured phase starts at.
+    pub start_at: Option<SystemTime>,
 }
+
+/// Block local IDs carry the writing stream's number in 16 bits (`workload::block`): every
+/// worker of every shard has its own.
+pub const MAX_WRITE_STREAMS: u64 = 1 << 16;
 
 /// dn-sim's own pipeline (`--pipeline-id`'s default): what `--ratis` sends to without one.
 pub const DEFAULT_PIPELINE_ID: uuid::Uuid =
@@ -185,6 +200,25 @@ impl RunConfig {
         c: &CommonArgs,
         report: &ReportArgs,
         workload: WorkloadConfig,
+    ) -> Result<Self, Error> {
+        let shard = match (c.shard, c.shards) {
+            (Some(s), _) => Some(s),
+            (None, Some(n)) => Some(
+                crate::shard::from_env(n, std::env::var(crate::shard::INDEX_ENV).ok().as_deref())
+                    .map_err(|e| Error::Usage(format!("--shards {n}: {e}")))?,
+            ),
+            (None, None) => None,
+        };
+        Self::resolve(c, report, workload, shard)
+    }
+
+    /// [`from_common`](Self::from_common) with the shard already known (tests give it here
+    /// rather than through the environment).
+    pub fn resolve(
+        c: &CommonArgs,
+        report: &ReportArgs,
+        workload: WorkloadConfig,
+        shard: Option<Shard>,
     ) -> Result<Self, Error> {
         let moves_data = !matches!(workload, WorkloadConfig::Echo(_));
         let mut bandwidth = None;
@@ -209,7 +243,7 @@ impl RunConfig {
                 "--stream-mode persistent: write and read send each RPC on a new stream, as Ozone's client does".into(),
             ));
         }
-        let stop = match (c.duration, c.number_of_tests) {
+        let mut stop = match (c.duration, c.number_of_tests) {
             (Some(d), _) => StopAfter::Elapsed(d),
             (None, Some(n)) => StopAfter::Requests(n),
             (None, None) => match schedule.as_ref().and_then(RateSchedule::natural_length) {
@@ -217,6 +251,32 @@ impl RunConfig {
                 None => StopAfter::Requests(DEFAULT_REQUESTS),
             },
         };
+        let warmup = c.warmup.unwrap_or_default();
+        if let (Some(s), StopAfter::Requests(n)) = (shard, stop) {
+            // The whole test measures its requests first, first + 1, …: in the open loop the
+            // first is the plan's first after the warm-up, and shard I takes those ≡ I (mod N).
+            let first = match (&schedule, bandwidth) {
+                (Some(plan), None) => {
+                    Plan::new(plan.clone()).first_at_or_after(warmup.as_secs_f64())
+                }
+                _ => 0,
+            };
+            stop = StopAfter::Requests(s.share(n, first));
+            if s.share(n, first) == 0 {
+                return Err(Error::Usage(format!(
+                    "--shard {s}: -n {n} leaves this shard no request (give -n at least {})",
+                    s.count
+                )));
+            }
+        }
+        if moves_data
+            && u64::from(c.threads) * u64::from(shard.map_or(1, |s| s.count)) > MAX_WRITE_STREAMS
+        {
+            return Err(Error::Usage(format!(
+                "--threads {}: block IDs have room for {MAX_WRITE_STREAMS} writing workers in all shards together",
+                c.threads
+            )));
+        }
         if c.ratis {
             if matches!(workload, WorkloadConfig::Read(_)) {
                 return Err(Error::Usage(
@@ -266,9 +326,47 @@ impl RunConfig {
             AimdUnit::Ops
         };
         let resilience = ResilienceConfig::from_args(&c.resilience, unit);
-        let tls =
-            crate::connection::tls::TargetTls::from_flags(&c.tls.flags(), c.target.as_deref())
-                .map_err(Error::Usage)?;
+        let targets = match &c.target {
+            Some(t) if t != "null" => {
+                let list: Vec<String> = t
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(String::from)
+                    .collect();
+                if list.is_empty() || list.iter().any(|a| a == "null") && list.len() > 1 {
+                    return Err(Error::Usage(format!(
+                        "--target '{t}': give HOST:PORT, a comma-separated list of them, or null"
+                    )));
+                }
+                for a in &list {
+                    crate::connection::target_uri(a, c.tls.tls)
+                        .map_err(|e| Error::Usage(e.to_string()))?;
+                }
+                match shard {
+                    Some(s) => s.targets(&list),
+                    None => list,
+                }
+            }
+            _ => Vec::new(),
+        };
+        if targets.len() > 1 {
+            if c.ratis_admin.is_some() {
+                return Err(Error::Usage(
+                    "--ratis-admin names one DataNode's group; with several --target addresses give --pipeline-id".into(),
+                ));
+            }
+            if c.tls.tls && c.tls.tls_server_name.is_none() {
+                return Err(Error::Usage(
+                    "--tls with several --target addresses needs --tls-server-name (the name every DataNode's certificate carries)".into(),
+                ));
+            }
+        }
+        let tls = crate::connection::tls::TargetTls::from_flags(
+            &c.tls.flags(),
+            targets.first().map(String::as_str).or(c.target.as_deref()),
+        )
+        .map_err(Error::Usage)?;
         if c.ratis && c.pipeline > 1 && resilience.active() {
             return Err(Error::Usage(
                 "--retry and --client-throttle with --ratis need --pipeline 1 (an attempt is retried alone, on a new stream)".into(),
@@ -285,12 +383,12 @@ impl RunConfig {
                 .then_some(c.pipeline_id.unwrap_or(DEFAULT_PIPELINE_ID)),
             ratis_admin: c.ratis_admin.clone(),
             load: match schedule {
-                Some(s) => Load::Open(Plan::new(s)),
+                Some(s) => Load::Open(plan_of(s, shard)),
                 None => Load::Closed,
             },
             streams,
             runtime_threads: c.runtime_threads.map(|n| n as usize),
-            warmup: c.warmup.unwrap_or_default(),
+            warmup,
             report: ReportConfig::from_args(report),
             live: LiveConfig {
                 interval: c.report_interval,
@@ -299,7 +397,7 @@ impl RunConfig {
             },
             target: match &c.target {
                 Some(t) if t == "null" => Target::Null,
-                Some(t) => Target::Remote(t.clone(), tls),
+                Some(_) => Target::Remote(targets, tls),
                 None => Target::Embedded {
                     threads: c.embedded_threads as usize,
                 },
@@ -315,13 +413,18 @@ impl RunConfig {
             workload,
             resilience,
             bandwidth,
+            shard,
+            start_at: c.start_at,
         })
     }
 
     /// Turns a `--rate` bandwidth into units per second of `unit_bytes` each.
     pub fn resolve_bandwidth(&mut self, unit_bytes: f64) {
         if let Some(b) = self.bandwidth.take() {
-            self.load = Load::Open(Plan::new(RateSchedule::Constant(b / unit_bytes.max(1.0))));
+            self.load = Load::Open(plan_of(
+                RateSchedule::Constant(b / unit_bytes.max(1.0)),
+                self.shard,
+            ));
         }
     }
 
@@ -370,7 +473,20 @@ impl RunConfig {
             verify: args.verify,
             read_v1: args.read_version == crate::cli::ReadVersion::V1,
         };
-        Self::from_common(&args.common, &args.report, WorkloadConfig::Read(read))
+        let mut config = Self::from_common(&args.common, &args.report, WorkloadConfig::Read(read))?;
+        // A shard reads its share of the manifest's blocks: those ≡ I (mod N) in its order.
+        if let (Some(s), WorkloadConfig::Read(r)) = (config.shard, &mut config.workload)
+            && let Some(blocks) = &r.blocks
+        {
+            let mine: Vec<Expected> = blocks
+                .iter()
+                .skip(s.index as usize)
+                .step_by(s.count as usize)
+                .cloned()
+                .collect();
+            r.blocks = Some(std::sync::Arc::new(mine));
+        }
+        Ok(config)
     }
 
     /// The phase that writes a `read`'s data set, or reads back a `write --then-read`: closed
@@ -379,6 +495,8 @@ impl RunConfig {
         RunConfig {
             load: Load::Closed,
             warmup: Duration::ZERO,
+            // The measured phase waits for --start-at; the others go at once.
+            start_at: None,
             stop,
             workload,
             bandwidth: None,
@@ -409,6 +527,15 @@ impl RunConfig {
             read_only: args.read_only.unwrap_or(!args.common.ratis),
         };
         Self::from_common(&args.common, &args.report, WorkloadConfig::Echo(echo))
+    }
+}
+
+/// The open-loop plan: the whole schedule, or this shard's every N-th request of it.
+fn plan_of(schedule: RateSchedule, shard: Option<Shard>) -> Plan {
+    let plan = Plan::new(schedule);
+    match shard {
+        Some(s) => plan.sharded(s.index, s.count),
+        None => plan,
     }
 }
 

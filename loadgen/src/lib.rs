@@ -22,6 +22,7 @@ pub mod results;
 pub mod retry;
 pub mod run;
 pub mod schedule;
+pub mod shard;
 pub mod sweep;
 pub mod throttle;
 pub mod workload;

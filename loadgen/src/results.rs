@@ -46,6 +46,116 @@ pub struct RunDescription {
     /// write and read: the output streams' shape (of the data set written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<Shape>,
+    /// `--shard`/`--shards`: which part of a split test this is. `requests` is then this
+    /// shard's share; `rate_plan` and `peak_rate` stay the whole test's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// `--start-at`: when the measured phase was asked to start, ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_ms: Option<f64>,
+}
+
+use crate::shard::Shard;
+
+/// One loadgen process's measured phase, as `loadgen merge` lists them: when it started (and
+/// how far from `--start-at`), how long it lasted, what it counted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// Start of the measured phase by this process's wall clock, ms since the Unix epoch.
+    pub started_at_unix_ms: f64,
+    pub elapsed_s: f64,
+    /// `--start-at`, ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_start_unix_ms: Option<f64>,
+    /// started − requested, ms (positive: late), by the same process's clock: it shows the
+    /// process's own lateness, not its clock's skew against the other nodes' clocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_offset_ms: Option<f64>,
+    pub requests: u64,
+    pub failures: u64,
+}
+
+impl RunRecord {
+    pub fn end_unix_ms(&self) -> f64 {
+        self.started_at_unix_ms + self.elapsed_s * 1000.0
+    }
+}
+
+/// How the measured phases of merged runs lie in time (by each process's wall clock).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseOverlap {
+    pub runs: usize,
+    /// Whether one interval lies in every run's measured phase.
+    pub all_overlap: bool,
+    /// That interval's length, seconds (0 when they do not all overlap).
+    pub overlap_s: f64,
+    /// The longest measured phase, seconds.
+    pub longest_s: f64,
+    /// Latest start − earliest start, ms.
+    pub start_spread_ms: f64,
+    /// The runs are shards 0 … N − 1 of one split, each once.
+    pub complete_split: bool,
+    /// The shard indexes missing from the split, or given more than once (empty when complete
+    /// or when the runs were not shards).
+    pub missing_shards: Vec<u32>,
+    pub repeated_shards: Vec<u32>,
+}
+
+/// Whether `runs`' measured phases overlap, and whether they make up a whole split.
+pub fn phase_overlap(runs: &[RunRecord]) -> PhaseOverlap {
+    let latest_start = runs
+        .iter()
+        .map(|r| r.started_at_unix_ms)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let earliest_start = runs
+        .iter()
+        .map(|r| r.started_at_unix_ms)
+        .fold(f64::INFINITY, f64::min);
+    let earliest_end = runs
+        .iter()
+        .map(RunRecord::end_unix_ms)
+        .fold(f64::INFINITY, f64::min);
+    let overlap_ms = earliest_end - latest_start;
+    let counts: Vec<u32> = runs
+        .iter()
+        .filter_map(|r| r.shard.map(|s| s.count))
+        .collect();
+    let (mut missing, mut repeated) = (Vec::new(), Vec::new());
+    let mut complete = false;
+    if let Some(&n) = counts.first()
+        && counts.len() == runs.len()
+        && counts.iter().all(|&c| c == n)
+    {
+        let mut seen = vec![0u32; n as usize];
+        for r in runs {
+            if let Some(s) = r.shard {
+                seen[s.index as usize] += 1;
+            }
+        }
+        missing = (0..n).filter(|&i| seen[i as usize] == 0).collect();
+        repeated = (0..n).filter(|&i| seen[i as usize] > 1).collect();
+        complete = missing.is_empty() && repeated.is_empty();
+    }
+    PhaseOverlap {
+        runs: runs.len(),
+        all_overlap: !runs.is_empty() && overlap_ms > 0.0,
+        overlap_s: if runs.is_empty() {
+            0.0
+        } else {
+            overlap_ms.max(0.0) / 1000.0
+        },
+        longest_s: runs.iter().map(|r| r.elapsed_s).fold(0.0, f64::max),
+        start_spread_ms: if runs.is_empty() {
+            0.0
+        } else {
+            latest_start - earliest_start
+        },
+        complete_split: complete,
+        missing_shards: missing,
+        repeated_shards: repeated,
+    }
 }
 
 pub use crate::config::Shape;
@@ -229,6 +339,8 @@ impl RunDescription {
             client_throttle: config.resilience.throttle.to_string(),
             throttle_scope: config.resilience.scope.to_string(),
             shape,
+            shard: config.shard,
+            start_at_unix_ms: config.start_at.map(crate::shard::unix_ms),
         }
     }
 
@@ -297,9 +409,31 @@ pub struct Results {
     pub ops: BTreeMap<String, OpResults>,
     pub write: Option<WritePhase>,
     pub read: Option<ReadPhase>,
+    /// Each loadgen process's measured phase (one for a single run; a merge lists them all).
+    pub runs: Vec<RunRecord>,
 }
 
 impl Results {
+    /// The record of a single run's measured phase.
+    fn record(&self, started_at: std::time::SystemTime) -> RunRecord {
+        let started = crate::shard::unix_ms(started_at);
+        let requested = self.description.start_at_unix_ms;
+        RunRecord {
+            shard: self.description.shard,
+            started_at_unix_ms: started,
+            elapsed_s: self.elapsed.as_secs_f64(),
+            requested_start_unix_ms: requested,
+            start_offset_ms: requested.map(|r| started - r),
+            requests: self.requests(),
+            failures: self.failures(),
+        }
+    }
+
+    /// The runs' measured phases in time (see [`phase_overlap`]).
+    pub fn overlap(&self) -> PhaseOverlap {
+        phase_overlap(&self.runs)
+    }
+
     pub fn from_run(description: RunDescription, run: &mut RunOutput, embedded: bool) -> Self {
         let (m1, m5, m15) = run.meter.moving_rates(run.elapsed);
         let s = &run.stats;
@@ -317,7 +451,7 @@ impl Results {
                 )
             })
             .collect();
-        Results {
+        let mut results = Results {
             description,
             started_at_ms: run
                 .started_at
@@ -363,7 +497,10 @@ impl Results {
                 .collect(),
             write: None,
             read: None,
-        }
+            runs: Vec::new(),
+        };
+        results.runs = vec![results.record(run.started_at)];
+        results
     }
 
     /// Adds the unit as an operation of its own (`write`: app-write, `read`: block-read).
@@ -527,10 +664,24 @@ impl Results {
         for (a, b) in self.moving_rates.iter_mut().zip(other.moving_rates) {
             *a += b;
         }
+        self.runs.extend(other.runs.iter().cloned());
         let d = &mut self.description;
+        // Shards of one split load different DataNodes: the merged target is all of them.
+        for t in other.description.target.split(',') {
+            if !d.target.split(',').any(|mine| mine == t) {
+                d.target.push(',');
+                d.target.push_str(t);
+            }
+        }
         d.clients += other.description.clients;
         d.threads += other.description.threads;
+        // Shards of one split each carry the whole test's rate; independent runs' rates add.
+        let same_split = matches!(
+            (d.shard, other.description.shard),
+            (Some(a), Some(b)) if a.count == b.count && d.rate_plan == other.description.rate_plan
+        );
         d.peak_rate = match (d.peak_rate, other.description.peak_rate) {
+            (Some(a), Some(_)) if same_split => Some(a),
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };

@@ -36,6 +36,8 @@ pub struct Summary {
     /// The outputs that could not be written at the end (`--output`, `--manifest`): the run
     /// exits 1 and `stdout` is the report as without `--output`.
     pub unwritten: Vec<OutputFailure>,
+    /// `--result-markers`: the JSON result between marker lines, printed after the rest.
+    pub markers: Option<String>,
     format: Format,
 }
 
@@ -56,12 +58,16 @@ impl Summary {
     /// What `main` prints on stdout: the report, unless it went to a file; then, for json and
     /// csv, the text report for the person watching.
     pub fn stdout(&self) -> String {
-        match (&self.written_to, self.format) {
+        let mut out = match (&self.written_to, self.format) {
             (None, Format::Text) => format!("{}\n{}", self.header, self.report),
             (None, _) => self.report.clone(),
             (Some(_), Format::Text) => String::new(),
             (Some(_), _) => format!("{}\n{}", self.header, self.text),
+        };
+        if let Some(m) = &self.markers {
+            out.push_str(m);
         }
+        out
     }
 }
 
@@ -171,6 +177,12 @@ pub(crate) fn finish(
             &report.percentiles,
         ),
     };
+    let markers = report.result_markers.then(|| {
+        report::markers::wrap(&match report.format {
+            Format::Json => rendered.clone(),
+            _ => report::json::render(&results, &report.percentiles),
+        })
+    });
     let mut written_to = None;
     if let Some(out) = output {
         match out.write(&rendered) {
@@ -189,6 +201,7 @@ pub(crate) fn finish(
         results,
         written_to,
         unwritten,
+        markers,
         format: report.format,
     })
 }
@@ -294,24 +307,23 @@ fn start_target(config: &RunConfig) -> Result<Started, Error> {
             let addr = server.ratis_addr().unwrap_or_else(|| server.local_addr());
             Ok((
                 Some(server),
-                connection::Endpoint::Uri(format!("http://{addr}"), None),
+                connection::Endpoint::Uri(vec![format!("http://{addr}")], None),
                 desc,
                 addr.to_string(),
             ))
         }
-        Target::Remote(t, tls) => {
-            let uri = connection::target_uri(t, tls.is_some())
+        Target::Remote(list, tls) => {
+            let uris = list
+                .iter()
+                .map(|t| connection::target_uri(t, tls.is_some()))
+                .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| Error::Usage(e.to_string()))?;
+            let t = list.join(",");
             let desc = match tls {
                 Some(_) => format!("{t} (TLS)"),
                 None => t.clone(),
             };
-            Ok((
-                None,
-                connection::Endpoint::Uri(uri, tls.clone()),
-                desc,
-                t.clone(),
-            ))
+            Ok((None, connection::Endpoint::Uri(uris, tls.clone()), desc, t))
         }
     }
 }
@@ -343,7 +355,9 @@ async fn phase(
     };
     let mut intervals: Vec<Box<dyn IntervalSink + Send>> = Vec::new();
     if let Some(path) = config.live.histogram_log.as_ref().filter(|_| live) {
-        let start = std::time::SystemTime::now() + config.warmup;
+        let start = config
+            .start_at
+            .unwrap_or_else(|| std::time::SystemTime::now() + config.warmup);
         let log = report::histogram_log::HistogramLog::create(path, start)
             .map_err(|e| Error::Usage(format!("--histogram-log {}: {e}", path.display())))?;
         intervals.push(Box::new(log));
@@ -405,12 +419,16 @@ async fn write_phase(
     target: &Where<'_>,
     live: bool,
 ) -> Result<Results, Error> {
-    let workload = Arc::new(BlockWrite::new(
+    let mut write = BlockWrite::new(
         shape.clone(),
         config.container_id,
         &config.datanode_uuid,
         sink,
-    ));
+    );
+    if let Some(s) = config.shard {
+        write = write.for_shard(s.index, config.threads);
+    }
+    let workload = Arc::new(write);
     let tally = Arc::clone(&workload.tally);
     let mut out = phase(config, target.endpoint, workload, live).await?;
     let bytes = out.stats.unit_bytes;
@@ -593,9 +611,25 @@ fn header(config: &RunConfig, target: &str) -> String {
             format!("one stream per thread with {pipeline} request(s) in flight")
         }
     };
-    let load = match &config.load {
-        config::Load::Closed => "closed loop".to_string(),
-        config::Load::Open(plan) => format!("open loop at {}", plan.schedule()),
+    let load = match (&config.load, config.shard) {
+        (config::Load::Closed, _) => "closed loop".to_string(),
+        (config::Load::Open(plan), None) => format!("open loop at {}", plan.schedule()),
+        (config::Load::Open(plan), Some(s)) => format!(
+            "open loop at {} in all, its requests {}, {}+{n}, {}+2·{n}… here",
+            plan.schedule(),
+            s.index,
+            s.index,
+            s.index,
+            n = s.count
+        ),
+    };
+    let shard = match config.shard {
+        Some(s) => format!("shard {s} of a split test: "),
+        None => String::new(),
+    };
+    let start_at = match config.start_at {
+        Some(t) => format!(", measured from {}", humantime::format_rfc3339_millis(t)),
+        None => String::new(),
     };
     let warmup = if config.warmup.is_zero() {
         String::new()
@@ -606,7 +640,7 @@ fn header(config: &RunConfig, target: &str) -> String {
         )
     };
     format!(
-        "loadgen {}: {amount}{warmup}, {} thread(s) over {} connection(s), {streams}, {load}\ntarget: {target}\n",
+        "loadgen {}: {shard}{amount}{warmup}{start_at}, {} thread(s) over {} connection(s), {streams}, {load}\ntarget: {target}\n",
         config.workload.name(),
         config.threads,
         config.clients

@@ -42,11 +42,15 @@ struct Segment {
     rate: f64,
 }
 
-/// A schedule ready for fast lookups (segments precomputed).
+/// A schedule ready for fast lookups (segments precomputed). A shard's plan
+/// ([`Plan::sharded`]) is every `stride`-th request of the whole plan from `offset`: its request
+/// k is the whole plan's request k·stride + offset, at the whole plan's time.
 #[derive(Clone, Debug)]
 pub struct Plan {
     schedule: RateSchedule,
     segments: Vec<Segment>,
+    stride: u64,
+    offset: u64,
 }
 
 impl RateSchedule {
@@ -124,15 +128,33 @@ impl Plan {
                 }]
             }
         };
-        Plan { schedule, segments }
+        Plan {
+            schedule,
+            segments,
+            stride: 1,
+            offset: 0,
+        }
     }
 
+    /// Shard `index` of `count`: the whole plan's requests index, index + count, index + 2·count…
+    pub fn sharded(mut self, index: u32, count: u32) -> Self {
+        self.stride = u64::from(count.max(1));
+        self.offset = u64::from(index);
+        self
+    }
+
+    /// The whole test's schedule (of every shard together).
     pub fn schedule(&self) -> &RateSchedule {
         &self.schedule
     }
 
     /// Seconds from the run's start at which request `k` is intended.
     pub fn time_of(&self, k: u64) -> f64 {
+        self.whole_time_of(k.saturating_mul(self.stride).saturating_add(self.offset))
+    }
+
+    /// Seconds at which the whole plan's request `k` is intended.
+    fn whole_time_of(&self, k: u64) -> f64 {
         let k = k as f64;
         if let RateSchedule::Ramp { from, to, over } = self.schedule {
             let last = self.segments[0];
@@ -153,6 +175,11 @@ impl Plan {
 
     /// N(t): requests planned before `t` seconds (fractional).
     pub fn count_at(&self, t: f64) -> f64 {
+        let whole = self.whole_count_at(t);
+        ((whole - self.offset as f64) / self.stride as f64).max(0.0)
+    }
+
+    fn whole_count_at(&self, t: f64) -> f64 {
         if let RateSchedule::Ramp { from, to, over } = self.schedule {
             let last = self.segments[0];
             if t < last.t {
@@ -177,8 +204,12 @@ impl Plan {
         k
     }
 
-    /// The planned rate at `t` seconds.
+    /// The planned rate at `t` seconds (a shard's: its share of the whole).
     pub fn rate_at(&self, t: f64) -> f64 {
+        self.whole_rate_at(t) / self.stride as f64
+    }
+
+    fn whole_rate_at(&self, t: f64) -> f64 {
         if let RateSchedule::Ramp { from, to, over } = self.schedule {
             let d = over.as_secs_f64();
             return if t < d {
@@ -372,6 +403,54 @@ mod tests {
         ] {
             let e = bad.parse::<RateSchedule>().unwrap_err().to_string();
             assert!(e.contains(needle), "{bad}: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod shard_tests {
+    use super::*;
+
+    #[test]
+    fn the_shards_send_times_together_are_the_whole_plans() {
+        let plans = [
+            RateSchedule::Constant(1000.0),
+            "step:start=100,step=300,every=1s,end=1000".parse().unwrap(),
+            "ramp:from=10,to=5000,over=3s".parse().unwrap(),
+        ];
+        for schedule in plans {
+            let whole = Plan::new(schedule.clone());
+            for count in [1u32, 2, 3, 4, 7] {
+                let shards: Vec<Plan> = (0..count)
+                    .map(|i| Plan::new(schedule.clone()).sharded(i, count))
+                    .collect();
+                for g in 0..5000u64 {
+                    let (i, k) = (g % u64::from(count), g / u64::from(count));
+                    // Bit for bit: the same arithmetic on the same whole-plan index.
+                    assert_eq!(
+                        shards[i as usize].time_of(k),
+                        whole.time_of(g),
+                        "{schedule} {g}"
+                    );
+                }
+                // The shards' counts before t add up to the whole's (within a request each).
+                for t in [0.0, 0.3, 1.0, 2.5, 4.0] {
+                    let sum: f64 = shards.iter().map(|p| p.count_at(t)).sum();
+                    assert!((sum - whole.count_at(t)).abs() <= f64::from(count), "{t}");
+                    let rate: f64 = shards.iter().map(|p| p.rate_at(t)).sum();
+                    assert!((rate - whole.rate_at(t)).abs() < 1e-6 * whole.rate_at(t));
+                    // A shard's first request at or after t is the whole's first of its residue.
+                    let first = whole.first_at_or_after(t);
+                    for (i, p) in shards.iter().enumerate() {
+                        let k = p.first_at_or_after(t);
+                        let g = k * u64::from(count) + i as u64;
+                        assert!(
+                            g >= first && g < first + u64::from(count),
+                            "{t} {i}: {g} vs {first}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["workload"],
     &["connection"],
     &["outcome"],
-    &["retry", "throttle", "schedule", "cpu", "error"],
+    &["retry", "throttle", "schedule", "shard", "cpu", "error"],
 ];
 
 #[test]

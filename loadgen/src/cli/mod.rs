@@ -81,6 +81,12 @@ pub struct ReportArgs {
     /// Percentiles to print, comma separated.
     #[arg(long, value_name = "LIST", default_value = "50,90,99,99.9,99.99", value_parser = parse_percentiles)]
     pub percentiles: Percentiles,
+
+    /// Also print the JSON result (as --format json writes it) on stdout, between the lines
+    /// `-----BEGIN LOADGEN RESULT-----` and `-----END LOADGEN RESULT-----`, so that a pod's
+    /// `kubectl logs` carries it to `loadgen merge`.
+    #[arg(long)]
+    pub result_markers: bool,
 }
 
 /// A list of percentiles in (0, 100], from `--percentiles`.
@@ -89,9 +95,17 @@ pub struct Percentiles(pub Vec<f64>);
 
 #[derive(Args, Debug, Clone)]
 pub struct MergeArgs {
-    /// JSON results written by `loadgen echo --format json --output FILE`.
-    #[arg(required = true, value_name = "FILE")]
+    /// JSON results written by `loadgen echo --format json --output FILE`, or logs (`kubectl
+    /// logs`, with or without --prefix) holding results between --result-markers lines; `-`
+    /// reads stdin; a directory: every `*.json` file in it.
+    #[arg(required = true, value_name = "FILE|DIR")]
     pub files: Vec<PathBuf>,
+
+    /// Wait up to this long until the results found make up a whole split (shards 0 … N − 1 of
+    /// `--shard`/`--shards` runs, each once), reading the inputs again every second: a merge
+    /// Job started beside the shards' Job. Without it the inputs are read once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
 
     #[command(flatten)]
     pub report: ReportArgs,
@@ -100,11 +114,31 @@ pub struct MergeArgs {
 /// Options every workload shares: where to send, how much, how concurrently.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// DataNode client port to load, HOST:PORT (a real DataNode or a dn-sim). Without it an
-    /// embedded dn-sim is started on 127.0.0.1. `null`: no network at all, dn-sim's dispatcher
-    /// answers in loadgen's process (per-request streams only; read: no --manifest).
-    #[arg(long, value_name = "HOST:PORT|null")]
+    /// DataNode client port to load, HOST:PORT (a real DataNode or a dn-sim), or several,
+    /// comma separated (connection c goes to target c mod their number; with --shard, the list
+    /// is dealt out to the shards). Without it an embedded dn-sim is started on 127.0.0.1.
+    /// `null`: no network at all, dn-sim's dispatcher answers in loadgen's process (per-request
+    /// streams only; read: no --manifest).
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT…]|null")]
     pub target: Option<String>,
+
+    /// Run shard I of a test split over N loadgen processes (0 ≤ I < N): this process does its
+    /// exact share of -n, of --rate/--rate-schedule (every N-th request of the whole plan), of
+    /// the block IDs and of the --target list. Merge the shards' results with `loadgen merge`.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard, conflicts_with = "shards")]
+    pub shard: Option<crate::shard::Shard>,
+
+    /// Like --shard I/N, with I from the environment variable JOB_COMPLETION_INDEX (what a
+    /// Kubernetes Indexed Job sets in each pod).
+    #[arg(long, value_name = "N", value_parser = parse_shard_count)]
+    pub shards: Option<u32>,
+
+    /// Start the measured phase at this wall-clock instant, after connecting and the --warmup:
+    /// RFC 3339 (2026-12-03T18:00:00Z, or with an offset) or +DURATION from now (+10s). Every
+    /// shard given the same instant measures the same interval; the report gives the actual
+    /// start's offset from it.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
 
     /// Number of requests to measure (ignored with --duration) [default: 1000, or with
     /// --rate-schedule the plan's own length]. write: application write() calls; read: the
@@ -427,6 +461,18 @@ fn parse_positive_rate(s: &str) -> Result<f64, String> {
         return Err("must be greater than zero".into());
     }
     Ok(r)
+}
+
+fn parse_shard(s: &str) -> Result<crate::shard::Shard, String> {
+    crate::shard::Shard::parse(s)
+}
+
+fn parse_shard_count(s: &str) -> Result<u32, String> {
+    crate::shard::parse_count(s)
+}
+
+fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    crate::shard::parse_start_at(s, std::time::SystemTime::now())
 }
 
 fn parse_schedule(s: &str) -> Result<RateSchedule, String> {

@@ -28,8 +28,9 @@ pub type RatisClient =
 /// Where a run's requests go.
 #[derive(Clone)]
 pub enum Endpoint {
-    /// A DataNode's client port, `http://HOST:PORT`, and the TLS to speak to it (`--tls`).
-    Uri(String, Option<std::sync::Arc<tls::TargetTls>>),
+    /// DataNodes' client ports, `http://HOST:PORT` (connection c goes to the c-th mod their
+    /// number, never none), and the TLS to speak to them (`--tls`).
+    Uri(Vec<String>, Option<std::sync::Arc<tls::TargetTls>>),
     /// `--target null`: the in-process DataNode.
     Null(std::sync::Arc<null::NullDataNode>),
 }

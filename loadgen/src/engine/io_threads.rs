@@ -252,8 +252,8 @@ impl ThreadPlan {
                 let mut list = Vec::new();
                 for c in mine {
                     let conn = match &self.target {
-                        connection::Endpoint::Uri(uri, tls) => connection::connect_unary(
-                            uri,
+                        connection::Endpoint::Uri(uris, tls) => connection::connect_unary(
+                            &uris[c % uris.len()],
                             1,
                             self.config.connect_timeout,
                             self.config.timeout,
@@ -271,7 +271,7 @@ impl ThreadPlan {
             }
             Streams::Persistent { .. } => {
                 let mut list = Vec::new();
-                let connection::Endpoint::Uri(uri, tls) = &self.target else {
+                let connection::Endpoint::Uri(uris, tls) = &self.target else {
                     return Err(Error::Usage(format!(
                         "--stream-mode persistent needs a network target, not {}",
                         connection::null::NAME
@@ -281,7 +281,7 @@ impl ThreadPlan {
                     let mut ratis = Vec::new();
                     for c in mine {
                         let conn = connection::connect_ratis(
-                            uri,
+                            &uris[c % uris.len()],
                             1,
                             self.config.connect_timeout,
                             tls.as_deref(),
@@ -293,6 +293,7 @@ impl ThreadPlan {
                     return Ok(Conns::Ratis(ratis, group));
                 }
                 for c in mine {
+                    let uri = &uris[c % uris.len()];
                     let conn =
                         connection::connect(uri, 1, self.config.connect_timeout, tls.as_deref())
                             .await

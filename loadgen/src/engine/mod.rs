@@ -154,12 +154,13 @@ pub async fn run(
 ) -> Result<RunOutput, crate::error::Error> {
     let (flush_tx, mut flushes) = mpsc::unbounded_channel();
     let mut io = io_threads::IoThreads::start(config, target, workload, flush_tx)?;
+    let warmup = wait_for_start_at(config).await;
     let cpu_at_start = crate::cpu::process_cpu_time();
     let start = Instant::now();
     let start_wall = SystemTime::now();
     let (stop_tx, _) = watch::channel(false);
     let shared = Arc::new(Shared {
-        slots: Slots::new(&config.load, config.stop, config.warmup, start),
+        slots: Slots::new(&config.load, config.stop, warmup, start),
         epoch: AtomicU64::new(0),
         completed: AtomicU64::new(0),
         stop_tx,
@@ -179,7 +180,7 @@ pub async fn run(
         mut totals,
     } = observers;
     let interval = config.live.interval;
-    let mut live = Live::new(interval, config.warmup, intervals);
+    let mut live = Live::new(interval, warmup, intervals);
     let mut meter = Meter::new();
     let mut marked = 0;
     let mut ticker =
@@ -268,7 +269,7 @@ pub async fn run(
     };
     Ok(RunOutput {
         stats: live.total,
-        started_at: start_wall + config.warmup.min(end.duration_since(start)),
+        started_at: start_wall + warmup.min(end.duration_since(start)),
         elapsed,
         meter,
         completed,
@@ -277,6 +278,31 @@ pub async fn run(
         cpu,
         wall: end.duration_since(start),
     })
+}
+
+/// `--start-at`: with every connection open, waits until the warm-up must begin for the measured
+/// phase to start at the instant, and returns the warm-up to run: `--warmup`, less whatever of it
+/// already passed (all of it when the instant itself has passed: the run starts at once and its
+/// report shows how late). The wall clock is read once and the wait runs on the monotonic clock.
+/// Without `--start-at`: `--warmup`.
+async fn wait_for_start_at(config: &RunConfig) -> Duration {
+    let Some(at) = config.start_at else {
+        return config.warmup;
+    };
+    let now = Instant::now();
+    let measure_at = now + at.duration_since(SystemTime::now()).unwrap_or_default();
+    let warmup_at = measure_at
+        .checked_sub(config.warmup)
+        .unwrap_or(now)
+        .max(now);
+    if warmup_at > now {
+        eprintln!(
+            "loadgen: connected; waiting {:.3} s for --start-at",
+            warmup_at.duration_since(now).as_secs_f64()
+        );
+        tokio::time::sleep_until(tokio::time::Instant::from_std(warmup_at)).await;
+    }
+    measure_at.saturating_duration_since(Instant::now())
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {

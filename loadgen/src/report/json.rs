@@ -4,7 +4,8 @@
 
 use crate::engine::live::IntervalPoint;
 use crate::results::{
-    ErrorCount, Generator, OpResults, ReadPhase, Results, RunDescription, WritePhase,
+    ErrorCount, Generator, OpResults, PhaseOverlap, ReadPhase, Results, RunDescription, RunRecord,
+    WritePhase,
 };
 use common::stats::{HistogramData, LatencyHistogram};
 use serde::{Deserialize, Serialize};
@@ -49,6 +50,13 @@ pub struct ResultsJson {
     /// write and read: failures of kind `integrity:*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrity_errors: Option<u64>,
+    /// Each loadgen process's measured phase: one for a run, every shard's for a merge (absent
+    /// in older reports).
+    #[serde(default)]
+    pub runs: Vec<RunRecord>,
+    /// How the runs' measured phases lie in time (written, not read back: it is derived).
+    #[serde(default, skip_deserializing)]
+    pub measured_phases: Option<PhaseOverlap>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -272,6 +280,8 @@ pub fn to_json(r: &Results, percentiles: &[f64]) -> ResultsJson {
         write: r.write.clone(),
         read: r.read.clone(),
         integrity_errors: (!r.ops.is_empty()).then(|| r.integrity_errors()),
+        runs: r.runs.clone(),
+        measured_phases: Some(r.overlap()),
     }
 }
 
@@ -292,6 +302,20 @@ pub fn parse(text: &str) -> Result<Results, String> {
         ));
     }
     let h = |l: &LatencyJson| LatencyHistogram::from_data(&l.histogram);
+    // A report from before `runs`: one run, from its totals.
+    let runs = if j.runs.is_empty() {
+        vec![RunRecord {
+            shard: j.config.shard,
+            started_at_unix_ms: j.started_at_unix_ms as f64,
+            elapsed_s: j.elapsed_s,
+            requested_start_unix_ms: j.config.start_at_unix_ms,
+            start_offset_ms: None,
+            requests: j.totals.requests,
+            failures: j.totals.failures,
+        }]
+    } else {
+        j.runs
+    };
     Ok(Results {
         description: j.config,
         started_at_ms: j.started_at_unix_ms,
@@ -344,5 +368,6 @@ pub fn parse(text: &str) -> Result<Results, String> {
             .collect(),
         write: j.write,
         read: j.read,
+        runs,
     })
 }

@@ -6,6 +6,7 @@ pub mod csv;
 pub mod freon;
 pub mod histogram_log;
 pub mod json;
+pub mod markers;
 pub mod progress;
 pub mod prometheus;
 pub mod text;
@@ -57,6 +58,8 @@ pub(crate) fn test_results(micros: &[u64]) -> Results {
             client_throttle: "none".into(),
             throttle_scope: "connection".into(),
             shape: None,
+            shard: None,
+            start_at_unix_ms: None,
         },
         started_at_ms: 1_796_035_520_000,
         elapsed: Duration::from_secs(5),
@@ -83,5 +86,14 @@ pub(crate) fn test_results(micros: &[u64]) -> Results {
         ops: Default::default(),
         write: None,
         read: None,
+        runs: vec![crate::results::RunRecord {
+            shard: None,
+            started_at_unix_ms: 1_796_035_520_000.0,
+            elapsed_s: 5.0,
+            requested_start_unix_ms: None,
+            start_offset_ms: None,
+            requests: micros.len() as u64,
+            failures: 0,
+        }],
     }
 }

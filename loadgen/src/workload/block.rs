@@ -5,8 +5,11 @@
 //! requests it makes due, sent in order; at the end of the run the stream is closed (the partial
 //! chunk and a PutBlock with `eof`), so every block written is committed. A committed block goes
 //! to the [`BlockSink`] (a manifest file, the read-back list) and is not kept otherwise. Local IDs
-//! are `run base | worker << 32 | counter`, the run base being 15 bits of the clock in the top
-//! bits, so runs against one DataNode do not overwrite each other's blocks.
+//! are `run base | stream << 32 | counter`, the run base being 15 bits of the clock in the top
+//! bits, so runs against one DataNode do not overwrite each other's blocks, and the stream the
+//! worker's number (16 bits); shard I of a split test numbers its workers after those of shards
+//! 0 … I − 1 ([`BlockWrite::for_shard`]), so no two shards write the same block whatever their
+//! clocks say.
 //!
 //! **Read.** A unit is one block: GetBlock, then ReadChunk (V0 or V1) of every chunk GetBlock
 //! lists, each verified against the checksums GetBlock returned. When the expected chunk list is
@@ -196,11 +199,27 @@ pub struct BlockWrite {
     container_id: i64,
     datanode_uuid: String,
     run_base: i64,
+    /// The number of this process's first writing stream: a shard's workers follow those of
+    /// the shards before it, so that no two shards write the same block.
+    first_stream: usize,
     sink: Arc<dyn BlockSink>,
     pub tally: Arc<Tally>,
 }
 
+/// The first local ID of writing stream `stream` (a worker of one shard) in a run with `run_base`:
+/// `run base | stream << 32`; the stream's blocks count up from there.
+pub fn stream_base(run_base: i64, stream: usize) -> i64 {
+    run_base | ((stream as i64 & 0xffff) << 32)
+}
+
 impl BlockWrite {
+    /// Shard `shard_index`'s workers (of `threads` per shard) are writing streams
+    /// `shard_index · threads …`; the caller keeps the streams of all shards below 2^16.
+    pub fn for_shard(mut self, shard_index: u32, threads: usize) -> Self {
+        self.first_stream = shard_index as usize * threads;
+        self
+    }
+
     pub fn new(
         shape: WriteShape,
         container_id: i64,
@@ -215,6 +234,7 @@ impl BlockWrite {
             container_id,
             datanode_uuid: datanode_uuid.to_string(),
             run_base: run_base(),
+            first_stream: 0,
             sink,
             tally: Arc::default(),
         }
@@ -223,7 +243,7 @@ impl BlockWrite {
 
 impl Workload for BlockWrite {
     fn worker(&self, idx: usize) -> Box<dyn WorkerLoad> {
-        let base = self.run_base | ((idx as i64) << 32);
+        let base = stream_base(self.run_base, self.first_stream + idx);
         Box::new(WriteWorker {
             writer: BlockWriter::new(
                 self.shape.clone(),
@@ -622,6 +642,60 @@ mod tests {
 
     fn data(len: usize) -> Bytes {
         Bytes::from((0..len).map(|i| (i * 7 % 256) as u8).collect::<Vec<u8>>())
+    }
+
+    /// The local IDs of the blocks worker `idx` of `w` writes in `writes` application writes.
+    fn local_ids(w: &BlockWrite, idx: usize, writes: usize) -> std::collections::BTreeSet<i64> {
+        use prost::Message;
+        let mut worker = w.worker(idx);
+        let mut ids = std::collections::BTreeSet::new();
+        for _ in 0..writes {
+            assert!(worker.begin());
+            while let Some(rpc) = worker.next() {
+                let frame = rpc.frame.to_vec();
+                let req = Req::decode(&frame[5..]).unwrap();
+                if let Some(wc) = req.write_chunk {
+                    ids.insert(wc.block_id.local_id);
+                }
+            }
+        }
+        ids
+    }
+
+    #[test]
+    fn no_two_shards_write_the_same_block_even_with_the_same_clock() {
+        let shape = WriteShape {
+            write_size: 1024,
+            chunk_size: 1024,
+            // A new block after every write.
+            block_size: 1024,
+            flush_size: 1024,
+            checksum: Checksum::new(ChecksumType::None, 1024).unwrap(),
+            mode: crate::workload::block_writer::ChecksumMode::Incremental,
+        };
+        let (count, threads) = (4u32, 3usize);
+        let mut seen: std::collections::BTreeMap<i64, (u32, usize)> = Default::default();
+        for shard in 0..count {
+            let mut w =
+                BlockWrite::new(shape.clone(), 7, "dn", Arc::new(NoSink)).for_shard(shard, threads);
+            // The worst case: every shard's clock gives the same run base.
+            w.run_base = 5 << 48;
+            for idx in 0..threads {
+                let ids = local_ids(&w, idx, 20);
+                assert!(ids.len() >= 20, "a block per write: {}", ids.len());
+                for id in ids {
+                    if let Some(other) = seen.insert(id, (shard, idx)) {
+                        panic!(
+                            "block {id} written by shard/worker {other:?} and {:?}",
+                            (shard, idx)
+                        );
+                    }
+                }
+            }
+        }
+        assert!(seen.len() >= 20 * threads * count as usize);
+        // The unsharded run numbers its workers from 0, as before.
+        assert_eq!(stream_base(5 << 48, 2), 5 << 48 | 2 << 32);
     }
 
     #[test]
