@@ -20,7 +20,11 @@ const PROTO: &str = "../proto/DatanodeClientProtocol.proto";
 /// Ratis's client protocol (`proto/ratis/`), proto3, with prost's own codec.
 const RATIS_PROTOS: [&str; 2] = ["../proto/ratis/Raft.proto", "../proto/ratis/Grpc.proto"];
 /// Hadoop RPC (`proto/hadoop/`) and the SCM–DataNode protocol (`proto/hdds/`), Ozone 2.2.0's.
-const HADOOP_PROTOS: [&str; 3] = ["RpcHeader.proto", "IpcConnectionContext.proto", "ProtobufRpcEngine.proto"];
+const HADOOP_PROTOS: [&str; 3] = [
+    "RpcHeader.proto",
+    "IpcConnectionContext.proto",
+    "ProtobufRpcEngine.proto",
+];
 const SCM_PROTOS: [&str; 2] = ["hdds.proto", "ScmServerDatanodeHeartbeatProtocol.proto"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -53,7 +53,15 @@ pub const DEFAULT_MAX_RESPONSE_LENGTH: usize = 128 << 20;
 /// The seven bytes that open a connection: magic, version, service class, auth protocol.
 pub fn connection_header(service_class: u8) -> [u8; 7] {
     let [h, r, p, c] = MAGIC;
-    [h, r, p, c, CURRENT_VERSION, service_class, AUTH_PROTOCOL_NONE]
+    [
+        h,
+        r,
+        p,
+        c,
+        CURRENT_VERSION,
+        service_class,
+        AUTH_PROTOCOL_NONE,
+    ]
 }
 
 /// `ProtoUtil.makeRpcRequestHeader`: a protobuf-engine call, the final packet.
@@ -270,7 +278,9 @@ fn take_delimited(buf: &mut Bytes) -> Result<Bytes, HrpcError> {
     let length = prost::encoding::decode_varint(buf)
         .map_err(|_| HrpcError::Malformed("bad varint length"))?;
     if length > buf.len() as u64 {
-        return Err(HrpcError::Malformed("message length past the end of the frame"));
+        return Err(HrpcError::Malformed(
+            "message length past the end of the frame",
+        ));
     }
     Ok(buf.split_to(length as usize))
 }
@@ -395,7 +405,10 @@ mod tests {
         assert_eq!(engine.method_name, "submitRequest");
         assert_eq!(engine.declaring_class_protocol_name, call.protocol);
         assert_eq!(engine.client_protocol_version, 1);
-        assert_eq!(RpcResponseHeaderProto::decode(p[2].clone()).unwrap(), request);
+        assert_eq!(
+            RpcResponseHeaderProto::decode(p[2].clone()).unwrap(),
+            request
+        );
     }
 
     #[test]
@@ -411,7 +424,10 @@ mod tests {
 
     #[test]
     fn error_and_fatal_are_remote_exceptions() {
-        for (status, fatal) in [(RpcStatusProto::Error, false), (RpcStatusProto::Fatal, true)] {
+        for (status, fatal) in [
+            (RpcStatusProto::Error, false),
+            (RpcStatusProto::Fatal, true),
+        ] {
             let header = RpcResponseHeaderProto {
                 call_id: 3,
                 status: status as i32,
@@ -479,7 +495,10 @@ mod tests {
         );
         // A header without its required status.
         let frame = Bytes::from_static(&[2, 0x08, 0x01, 0]);
-        assert!(matches!(parse_response(frame), Err(HrpcError::Malformed(_))));
+        assert!(matches!(
+            parse_response(frame),
+            Err(HrpcError::Malformed(_))
+        ));
         // A varint length that never ends, and one past the end.
         assert!(parse_response(Bytes::from_static(&[0xff; 11])).is_err());
         assert!(parse_response(Bytes::from_static(&[0x80, 0x80, 0x80, 0x80, 0x08])).is_err());
