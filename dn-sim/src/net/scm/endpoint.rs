@@ -53,6 +53,19 @@ pub struct Endpoint {
     statuses: Vec<CommandStatus>,
 }
 
+/// The DataNode's queued commands per type (`CommandQueueReportProto`): every type SCM may send,
+/// none queued, since dn-sim handles each command as its heartbeat's answer arrives (SCM warns
+/// of a type it finds no count for).
+fn command_queue_report() -> CommandQueueReportProto {
+    let types: Vec<i32> = (1..=12)
+        .filter(|&t| CommandType::try_from(t).is_ok())
+        .collect();
+    CommandQueueReportProto {
+        count: vec![0; types.len()],
+        command: types,
+    }
+}
+
 impl Endpoint {
     pub fn new(
         config: ScmConfig,
@@ -237,7 +250,7 @@ impl Endpoint {
                 pipeline_actions: None,
                 pipeline_reports: Some(PipelineReportsProto::default()),
                 data_node_layout_version: Some(layout_version()),
-                command_queue_report: Some(CommandQueueReportProto::default()),
+                command_queue_report: Some(command_queue_report()),
             }),
             ..Default::default()
         };

@@ -18,6 +18,7 @@ import java.util.Map;
 import org.apache.hadoop.hdds.conf.OzoneConfiguration;
 import org.apache.hadoop.hdds.protocol.DatanodeDetails;
 import org.apache.hadoop.hdds.scm.container.placement.metrics.SCMNodeStat;
+import org.apache.hadoop.hdds.scm.node.DatanodeInfo;
 import org.apache.hadoop.hdds.scm.node.NodeManager;
 import org.apache.hadoop.hdds.scm.node.NodeStatus;
 import org.apache.hadoop.ozone.MiniOzoneCluster;
@@ -34,8 +35,9 @@ import org.apache.hadoop.ozone.MiniOzoneCluster;
  *
  * <p>{@code GET URL} answers one line per DataNode SCM knows, sorted by host then UUID:
  * {@code UUID HOSTNAME IP OPERATIONAL_STATE HEALTH capacity=BYTES used=BYTES remaining=BYTES
- * committed=BYTES}, read from SCM's node manager (the states and usage `ozone admin datanode list`
- * and `ozone admin datanode usageinfo` show).
+ * committed=BYTES heartbeat_age_ms=MS}, read from SCM's node manager (the states and usage
+ * `ozone admin datanode list` and `ozone admin datanode usageinfo` show; the age of the last
+ * heartbeat SCM took).
  *
  * <p>Arguments: {@code --datanodes K} (real DataNodes to start beside, default 0),
  * {@code --conf-out FILE} (the cluster's configuration as Hadoop XML, for `ozone` commands and
@@ -212,6 +214,9 @@ public final class RealCluster {
           .append(" used=").append(stat == null ? 0 : stat.getScmUsed().get())
           .append(" remaining=").append(stat == null ? 0 : stat.getRemaining().get())
           .append(" committed=").append(stat == null ? 0 : stat.getCommitted().get())
+          .append(" heartbeat_age_ms=").append(dn instanceof DatanodeInfo
+              ? org.apache.hadoop.util.Time.monotonicNow()
+                  - ((DatanodeInfo) dn).getLastHeartbeatTime() : -1)
           .append('\n');
     }
     return out.toString();
