@@ -133,6 +133,8 @@ async fn serve_connection(mut s: TcpStream, seen: Arc<Mutex<Seen>>, mode: Mode) 
                     error_code: ErrorCode::Success as i32,
                     datanode_uuid: uuid(),
                     cluster_id: "CID-fake".into(),
+                    hostname: Some("seen-by-scm".into()),
+                    network_location: Some("/default-rack".into()),
                     ..Default::default()
                 })
             }
@@ -267,6 +269,13 @@ async fn registers_heartbeats_and_registers_again_when_told() {
     let heartbeat = seen.requests[2].send_heartbeat_request.as_ref().unwrap();
     assert!(heartbeat.node_report.is_some());
     assert_eq!(heartbeat.datanode_details.uuid, details.uuid);
+    // The names SCM registered the node with, as a real DataNode adopts them.
+    assert_eq!(heartbeat.datanode_details.host_name, "seen-by-scm");
+    assert_eq!(
+        heartbeat.datanode_details.network_location.as_deref(),
+        Some("/default-rack")
+    );
+    assert_eq!(heartbeat.datanode_details.persisted_op_state, None);
     drop(seen);
     server.shutdown().await;
 }

@@ -343,6 +343,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64),
             volumes: config.volumes,
+            network_name: None,
+            network_location: None,
         };
         let endpoint = crate::net::scm::endpoint::Endpoint::new(
             scm_config.clone(),

@@ -47,23 +47,11 @@ pub struct Endpoint {
     registered: bool,
     replicas: ReportedReplicas,
     last_full_report: Option<Instant>,
-    op_state: NodeOperationalState,
+    /// Set by SCM (`setNodeOperationalStateCommand`); none until then, as a new DataNode's.
+    op_state: Option<NodeOperationalState>,
     op_expiry: i64,
     /// Command statuses not yet reported (deleteBlocks's only, as a real DataNode's).
     statuses: Vec<CommandStatus>,
-}
-
-/// The DataNode's queued commands per type (`CommandQueueReportProto`): every type SCM may send,
-/// none queued, since dn-sim handles each command as its heartbeat's answer arrives (SCM warns
-/// of a type it finds no count for).
-fn command_queue_report() -> CommandQueueReportProto {
-    let types: Vec<i32> = (1..=12)
-        .filter(|&t| CommandType::try_from(t).is_ok())
-        .collect();
-    CommandQueueReportProto {
-        count: vec![0; types.len()],
-        command: types,
-    }
 }
 
 impl Endpoint {
@@ -81,7 +69,7 @@ impl Endpoint {
             registered: false,
             replicas: ReportedReplicas::default(),
             last_full_report: None,
-            op_state: NodeOperationalState::InService,
+            op_state: None,
             op_expiry: 0,
             statuses: Vec::new(),
         }
@@ -206,6 +194,13 @@ impl Endpoint {
         if code != ErrorCode::Success {
             return Err(SessionError::NotPermitted(code));
         }
+        // As a real DataNode (RegisterEndpointTask): the names SCM saw become the node's own.
+        self.node.adopt(
+            registered.hostname.as_deref(),
+            registered.ip_address.as_deref(),
+            registered.network_name.as_deref(),
+            registered.network_location.as_deref(),
+        );
         self.registered = true;
         self.status.registered.store(true, Ordering::Release);
         self.status.registrations.fetch_add(1, Ordering::Relaxed);
@@ -250,7 +245,9 @@ impl Endpoint {
                 pipeline_actions: None,
                 pipeline_reports: Some(PipelineReportsProto::default()),
                 data_node_layout_version: Some(layout_version()),
-                command_queue_report: Some(command_queue_report()),
+                // Only types with commands queued, as a real DataNode (HeartbeatEndpointTask):
+                // dn-sim queues none.
+                command_queue_report: Some(CommandQueueReportProto::default()),
             }),
             ..Default::default()
         };
@@ -294,7 +291,8 @@ impl Endpoint {
             CommandType::SetNodeOperationalStateCommand => {
                 if let Some(c) = command.set_node_operational_state_command_proto {
                     self.op_state = NodeOperationalState::try_from(c.node_operational_state)
-                        .unwrap_or(self.op_state);
+                        .ok()
+                        .or(self.op_state);
                     self.op_expiry = c.state_expiry_epoch_seconds;
                     tracing::info!(state = ?self.op_state, "SCM set the operational state");
                 }

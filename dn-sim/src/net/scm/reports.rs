@@ -32,12 +32,43 @@ pub struct NodeIdentity {
     pub setup_time_ms: i64,
     /// How many volumes the node reports (`--volumes`); capacity is split evenly among them.
     pub volumes: u32,
+    /// SCM's name for the node in its topology (its UUID) and its rack, from the registration.
+    pub network_name: Option<String>,
+    pub network_location: Option<String>,
 }
 
 impl NodeIdentity {
     /// `DatanodeDetailsProto`: the UUID three ways (string, `uuid128`, `id`), address, ports,
     /// operational state and wire version.
-    pub fn details(&self, op_state: NodeOperationalState, op_expiry: i64) -> DatanodeDetailsProto {
+    /// Takes the names SCM registered the node with (`SCMRegisteredResponseProto`), as a real
+    /// DataNode does before its first heartbeat.
+    pub fn adopt(
+        &mut self,
+        hostname: Option<&str>,
+        ip_address: Option<&str>,
+        network_name: Option<&str>,
+        network_location: Option<&str>,
+    ) {
+        let given = |v: Option<&str>| v.filter(|s| !s.is_empty()).map(str::to_owned);
+        if let Some(h) = given(hostname) {
+            self.hostname = h;
+        }
+        if let Some(ip) = given(ip_address) {
+            self.ip_address = ip;
+        }
+        if let Some(n) = given(network_name) {
+            self.network_name = Some(n);
+        }
+        if let Some(l) = given(network_location) {
+            self.network_location = Some(l);
+        }
+    }
+
+    pub fn details(
+        &self,
+        op_state: Option<NodeOperationalState>,
+        op_expiry: i64,
+    ) -> DatanodeDetailsProto {
         let (msb, lsb) = self.uuid.as_u64_pair();
         let uuid = UuidProto {
             most_sig_bits: msb as i64,
@@ -55,7 +86,9 @@ impl NodeIdentity {
                     value: value.into(),
                 })
                 .collect(),
-            persisted_op_state: Some(op_state as i32),
+            network_name: self.network_name.clone(),
+            network_location: self.network_location.clone(),
+            persisted_op_state: op_state.map(|s| s as i32),
             persisted_op_state_expiry: Some(op_expiry),
             current_version: Some(DATANODE_CURRENT_VERSION),
             uuid128: Some(uuid),
@@ -67,7 +100,7 @@ impl NodeIdentity {
     /// What Register carries: the details plus the release and start time.
     pub fn extended(&self) -> ExtendedDatanodeDetailsProto {
         ExtendedDatanodeDetailsProto {
-            datanode_details: self.details(NodeOperationalState::InService, 0),
+            datanode_details: self.details(None, 0),
             version: Some(self.version.to_owned()),
             setup_time: Some(self.setup_time_ms),
             revision: Some("dn-sim".to_owned()),
@@ -233,12 +266,15 @@ mod tests {
             version: "2.2.0",
             setup_time_ms: 1,
             volumes: 2,
+            network_name: None,
+            network_location: None,
         }
     }
 
     #[test]
     fn details_carry_the_uuid_three_ways() {
-        let d = identity().details(NodeOperationalState::InService, 0);
+        let d = identity().details(None, 0);
+        assert_eq!(d.persisted_op_state, None);
         assert_eq!(
             d.uuid.as_deref(),
             Some("00000000-0000-0000-0000-000000001234")
