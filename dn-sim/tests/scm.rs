@@ -214,69 +214,70 @@ async fn registers_heartbeats_and_registers_again_when_told() {
     )
     .await;
 
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.contexts.len(), 1, "one connection");
-    assert_eq!(
-        seen.contexts[0].protocol.as_deref(),
-        Some(common::scm::PROTOCOL)
-    );
-    let kinds: Vec<i32> = seen.requests.iter().map(|r| r.cmd_type).collect();
-    assert_eq!(
-        &kinds[..5],
-        &[
-            Type::GetVersion as i32,
-            Type::Register as i32,
-            Type::SendHeartbeat as i32,
-            Type::SendHeartbeat as i32,
-            Type::SendHeartbeat as i32
-        ]
-    );
-    // After the third heartbeat's reregisterCommand: Register again, then heartbeats.
-    assert_eq!(kinds[5], Type::Register as i32);
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.contexts.len(), 1, "one connection");
+        assert_eq!(
+            seen.contexts[0].protocol.as_deref(),
+            Some(common::scm::PROTOCOL)
+        );
+        let kinds: Vec<i32> = seen.requests.iter().map(|r| r.cmd_type).collect();
+        assert_eq!(
+            &kinds[..5],
+            &[
+                Type::GetVersion as i32,
+                Type::Register as i32,
+                Type::SendHeartbeat as i32,
+                Type::SendHeartbeat as i32,
+                Type::SendHeartbeat as i32
+            ]
+        );
+        // After the third heartbeat's reregisterCommand: Register again, then heartbeats.
+        assert_eq!(kinds[5], Type::Register as i32);
 
-    let register = seen.requests[1].register_request.as_ref().unwrap();
-    let details = &register.extended_datanode_details.datanode_details;
-    assert_eq!(
-        details.uuid.as_deref(),
-        Some("6a1f8bd2-0d2c-4a8e-9a59-3c7d3a1c0b01")
-    );
-    assert_eq!(details.ip_address, "127.0.0.1");
-    let standalone = details
-        .ports
-        .iter()
-        .find(|p| p.name == "STANDALONE")
-        .unwrap();
-    assert_eq!(standalone.value, u32::from(server.local_addr().port()));
-    let layout = register.data_node_layout_version.unwrap();
-    assert_eq!(
-        (
-            layout.software_layout_version,
-            layout.metadata_layout_version
-        ),
-        (10, 10)
-    );
-    let volumes = &register.node_report.storage_report;
-    assert_eq!(volumes.len(), 2);
-    assert_eq!(
-        volumes.iter().map(|v| v.capacity.unwrap()).sum::<u64>(),
-        8 << 30
-    );
-    // Config::loopback's one pre-created container, OPEN and empty.
-    let replicas = &register.container_report.reports;
-    assert_eq!(replicas.len(), 1);
-    assert_eq!((replicas[0].container_id, replicas[0].state), (1, 1));
-    assert_eq!(replicas[0].is_empty, Some(true));
-    let heartbeat = seen.requests[2].send_heartbeat_request.as_ref().unwrap();
-    assert!(heartbeat.node_report.is_some());
-    assert_eq!(heartbeat.datanode_details.uuid, details.uuid);
-    // The names SCM registered the node with, as a real DataNode adopts them.
-    assert_eq!(heartbeat.datanode_details.host_name, "seen-by-scm");
-    assert_eq!(
-        heartbeat.datanode_details.network_location.as_deref(),
-        Some("/default-rack")
-    );
-    assert_eq!(heartbeat.datanode_details.persisted_op_state, None);
-    drop(seen);
+        let register = seen.requests[1].register_request.as_ref().unwrap();
+        let details = &register.extended_datanode_details.datanode_details;
+        assert_eq!(
+            details.uuid.as_deref(),
+            Some("6a1f8bd2-0d2c-4a8e-9a59-3c7d3a1c0b01")
+        );
+        assert_eq!(details.ip_address, "127.0.0.1");
+        let standalone = details
+            .ports
+            .iter()
+            .find(|p| p.name == "STANDALONE")
+            .unwrap();
+        assert_eq!(standalone.value, u32::from(server.local_addr().port()));
+        let layout = register.data_node_layout_version.unwrap();
+        assert_eq!(
+            (
+                layout.software_layout_version,
+                layout.metadata_layout_version
+            ),
+            (10, 10)
+        );
+        let volumes = &register.node_report.storage_report;
+        assert_eq!(volumes.len(), 2);
+        assert_eq!(
+            volumes.iter().map(|v| v.capacity.unwrap()).sum::<u64>(),
+            8 << 30
+        );
+        // Config::loopback's one pre-created container, OPEN and empty.
+        let replicas = &register.container_report.reports;
+        assert_eq!(replicas.len(), 1);
+        assert_eq!((replicas[0].container_id, replicas[0].state), (1, 1));
+        assert_eq!(replicas[0].is_empty, Some(true));
+        let heartbeat = seen.requests[2].send_heartbeat_request.as_ref().unwrap();
+        assert!(heartbeat.node_report.is_some());
+        assert_eq!(heartbeat.datanode_details.uuid, details.uuid);
+        // The names SCM registered the node with, as a real DataNode adopts them.
+        assert_eq!(heartbeat.datanode_details.host_name, "seen-by-scm");
+        assert_eq!(
+            heartbeat.datanode_details.network_location.as_deref(),
+            Some("/default-rack")
+        );
+        assert_eq!(heartbeat.datanode_details.persisted_op_state, None);
+    }
     server.shutdown().await;
 }
 
