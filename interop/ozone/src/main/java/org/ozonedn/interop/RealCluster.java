@@ -154,6 +154,26 @@ public final class RealCluster {
         out.write(body);
       }
     });
+    // GET /allocate?replication=rs-3-2-1024k (EC) or RATIS/ONE, RATIS/THREE: a container
+    // allocated through SCM's client protocol, as `ozone admin container create` would;
+    // answers `container ID pipeline UUID nodes UUID,UUID,...`.
+    http.createContext("/allocate", exchange -> {
+      String query = exchange.getRequestURI().getQuery();
+      String spec = query != null && query.startsWith("replication=")
+          ? query.substring("replication=".length()) : "RATIS/ONE";
+      byte[] body;
+      int status = 200;
+      try {
+        body = allocate(cluster, spec).getBytes(StandardCharsets.UTF_8);
+      } catch (Exception e) {
+        status = 500;
+        body = (e + "\n").getBytes(StandardCharsets.UTF_8);
+      }
+      exchange.sendResponseHeaders(status, body.length);
+      try (OutputStream out = exchange.getResponseBody()) {
+        out.write(body);
+      }
+    });
     http.start();
     String nodesUrl = "http://127.0.0.1:" + http.getAddress().getPort() + "/nodes";
 
@@ -186,6 +206,25 @@ public final class RealCluster {
       throw new IllegalStateException("no port in address '" + hostPort + "'");
     }
     return "127.0.0.1" + hostPort.substring(hostPort.lastIndexOf(':'));
+  }
+
+  static String allocate(MiniOzoneCluster cluster, String spec) throws IOException {
+    org.apache.hadoop.hdds.client.ReplicationConfig config;
+    if (spec.startsWith("RATIS/")) {
+      config = org.apache.hadoop.hdds.client.RatisReplicationConfig.getInstance(
+          org.apache.hadoop.hdds.protocol.proto.HddsProtos.ReplicationFactor.valueOf(
+              spec.substring("RATIS/".length())));
+    } else {
+      config = new org.apache.hadoop.hdds.client.ECReplicationConfig(spec);
+    }
+    org.apache.hadoop.hdds.scm.container.common.helpers.ContainerWithPipeline c =
+        cluster.getStorageContainerLocationClient().allocateContainer(config, "ozone-dn-lab");
+    StringBuilder nodes = new StringBuilder();
+    for (DatanodeDetails dn : c.getPipeline().getNodes()) {
+      nodes.append(nodes.length() == 0 ? "" : ",").append(dn.getUuidString());
+    }
+    return "container " + c.getContainerInfo().getContainerID() + " pipeline "
+        + c.getPipeline().getId().getId() + " nodes " + nodes + "\n";
   }
 
   static String nodeList(NodeManager nodes) {
