@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # A real Apache Ozone OM and SCM for simulated DataNodes (interop/ozone, RealCluster): both in one
 # JVM (MiniOzoneCluster without DataNodes, safe mode off, security off; real DataNodes only with
-# --datanodes), bound to 127.0.0.1 on ports free at start. Prints `om ADDR` (OM's RPC address),
+# --datanodes) on ports free at start, bound to 127.0.0.1 (but SCM's and OM's Ratis and gRPC
+# ports, which have no bind-host key in Ozone 2.2.0). Prints `om ADDR` (OM's RPC address),
 # `nodes URL` (GET: one line per DataNode SCM knows: UUID HOST IP OPSTATE HEALTH capacity= used=
 # remaining= committed= heartbeat_age_ms=; beside it, GET .../allocate?replication=rs-3-2-1024k
 # or RATIS/ONE asks SCM for a container: `container ID pipeline UUID nodes UUID,...`) and last
-# `scm ADDR` (SCM's DataNode port: give it to `dn-sim --scm`) on stdout, and serves until SIGTERM or until its stdin closes; its data is in a
-# temporary directory removed on exit. Ozone's logs go to stderr.
+# `scm ADDR` (SCM's DataNode port: give it to `dn-sim --scm`) on stdout, and serves until
+# SIGTERM or until its stdin closes; its data is in a temporary directory removed on exit.
+# Ozone's logs go to stderr.
 #
 # Usage: scripts/real-cluster.sh [--ozone-version V] [--datanodes K] [--conf-out FILE]
 #                                [--heap SIZE] [-D key=value]...
@@ -28,7 +30,7 @@ while [ $# -gt 0 ]; do
         --datanodes|--conf-out|-D) [ $# -ge 2 ] || { echo "real-cluster.sh: $1 needs a value" >&2; exit 2; }
             args+=("$1" "$2"); shift 2 ;;
         -D*) args+=("$1"); shift ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "real-cluster.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done

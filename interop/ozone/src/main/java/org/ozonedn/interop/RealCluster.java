@@ -86,6 +86,14 @@ public final class RealCluster {
     conf.set("hdds.datanode.du.factory.classname", LabSpaceUsage.class.getName());
     // OM's gRPC port is fixed (8981) unless set: any free one (see RealDatanode).
     conf.setInt("ozone.om.grpc.port", RealDatanode.ephemeralPort());
+    // Loopback only: the HTTP servers and the other listeners that have a bind-host key
+    // (MiniOzoneCluster already binds SCM's RPC servers to 127.0.0.1).
+    for (String key : new String[] {"ozone.om.http-bind-host", "ozone.om.https-bind-host",
+        "ozone.scm.http-bind-host", "ozone.scm.https-bind-host",
+        "ozone.scm.security.service.bind.host", "hdds.datanode.http-bind-host",
+        "hdds.datanode.https-bind-host", "hdds.datanode.client.bind.host"}) {
+      conf.set(key, "127.0.0.1");
+    }
     for (Map.Entry<String, String> e : parsed.defines.entrySet()) {
       conf.set(e.getKey(), e.getValue());
     }
