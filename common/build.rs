@@ -5,7 +5,10 @@
 //! - `wire_spec.rs`, a table of every message's required fields and nested message fields, read from
 //!   the descriptor so that it can never drift from the `.proto`;
 //! - from `proto/ratis/`, Ratis's client protocol (`ratis.common.rs`, `ratis.grpc.rs`): proto3
-//!   messages and the `RaftClientProtocolService` stubs, with prost's standard codec.
+//!   messages and the `RaftClientProtocolService` stubs, with prost's standard codec;
+//! - from `proto/hadoop/` and `proto/hdds/`, Hadoop RPC's headers (`hadoop.common.rs`) and the
+//!   SCM–DataNode protocol with `hdds.proto` (`hadoop.hdds.rs`): messages only, no stubs (Hadoop
+//!   RPC is not gRPC; `crate::hrpc` frames them).
 
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FileDescriptorSet};
@@ -16,12 +19,25 @@ use std::path::PathBuf;
 const PROTO: &str = "../proto/DatanodeClientProtocol.proto";
 /// Ratis's client protocol (`proto/ratis/`), proto3, with prost's own codec.
 const RATIS_PROTOS: [&str; 2] = ["../proto/ratis/Raft.proto", "../proto/ratis/Grpc.proto"];
+/// Hadoop RPC (`proto/hadoop/`) and the SCM–DataNode protocol (`proto/hdds/`), Ozone 2.2.0's.
+const HADOOP_PROTOS: [&str; 3] = [
+    "RpcHeader.proto",
+    "IpcConnectionContext.proto",
+    "ProtobufRpcEngine.proto",
+];
+const SCM_PROTOS: [&str; 2] = ["hdds.proto", "ScmServerDatanodeHeartbeatProtocol.proto"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={PROTO}");
     println!("cargo:rerun-if-changed=build.rs");
     for proto in RATIS_PROTOS {
         println!("cargo:rerun-if-changed={proto}");
+    }
+    for proto in HADOOP_PROTOS {
+        println!("cargo:rerun-if-changed=../proto/hadoop/{proto}");
+    }
+    for proto in SCM_PROTOS {
+        println!("cargo:rerun-if-changed=../proto/hdds/{proto}");
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
 
@@ -44,6 +60,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .bytes(".")
         .build_transport(false)
         .compile_fds(ratis.file_descriptor_set())?;
+
+    let mut hadoop = protox::Compiler::new(["../proto/hadoop", "../proto/hdds"])?;
+    hadoop.include_imports(true);
+    hadoop.open_files(HADOOP_PROTOS.iter().chain(SCM_PROTOS.iter()))?;
+    tonic_prost_build::configure()
+        .bytes(".")
+        .build_client(false)
+        .build_server(false)
+        .build_transport(false)
+        .compile_fds(hadoop.file_descriptor_set())?;
     Ok(())
 }
 

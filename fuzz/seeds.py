@@ -3,7 +3,7 @@
 responses of the DataNode client protocol; ratis_message: the same requests as Ozone's Raft
 message content, a 4-byte length, the request without its data, the data; http2_client_frames: server byte streams with SETTINGS,
 HEADERS with :status and grpc-status, DATA, trailers, CONTINUATION, PING, WINDOW_UPDATE,
-RST_STREAM, GOAWAY). store_sequence's seeds are inputs libFuzzer found, minimised (`cargo fuzz
+RST_STREAM, GOAWAY; hrpc_response: SCM's Hadoop RPC answers, good and broken). store_sequence's seeds are inputs libFuzzer found, minimised (`cargo fuzz
 cmin`), since `arbitrary`'s byte layout is not written by hand. Deterministic: rerunning it
 rewrites the same files. Usage: fuzz/seeds.py (from anywhere)."""
 
@@ -264,6 +264,45 @@ def http2_streams():
     }
 
 
+# ---- Hadoop RPC: SCM's answers (hrpc_response: 4-byte length prefix, then the frame) ----
+def delimited(m):
+    return varint(len(m)) + m
+
+
+def rpc_frame(*parts):
+    body = b"".join(delimited(p) for p in parts)
+    return struct.pack(">I", len(body)) + body
+
+
+def f_sint32(field, n):
+    return f_varint(field, (n << 1) ^ (n >> 31))
+
+
+def hrpc_responses():
+    ok = lambda call: f_varint(1, call) + f_varint(2, 0) + f_varint(3, 9) + f_bytes(7, bytes(16))
+    version = f_varint(1, 1) + f_varint(5, 1) + f_bytes(6, f_varint(1, 1) + f_bytes(2, f_bytes(1, "clusterID") + f_bytes(2, "CID-1")))
+    registered = f_varint(1, 2) + f_varint(5, 1) + f_bytes(
+        7, f_varint(1, 1) + f_bytes(2, "00000000-0000-0000-0000-000000000001") + f_bytes(3, "CID-1"))
+    command = f_varint(1, 1) + f_bytes(2, b"")  # reregisterCommand
+    heartbeat = f_varint(1, 3) + f_varint(5, 1) + f_bytes(
+        8, f_bytes(1, "00000000-0000-0000-0000-000000000001") + f_bytes(2, command) + f_varint(3, 0))
+    error = (f_varint(1, 2) + f_varint(2, 1) + f_bytes(4, "java.io.IOException")
+             + f_bytes(5, "boom") + f_varint(6, 1))
+    fatal = f_varint(1, 0xFFFFFFFD) + f_varint(2, 2) + f_bytes(4, "org.apache.hadoop.ipc.RpcServerException") + f_varint(6, 14)
+    return {
+        "get-version": rpc_frame(ok(0), version),
+        "register": rpc_frame(ok(1), registered),
+        "heartbeat-reregister": rpc_frame(ok(2), heartbeat),
+        "error": rpc_frame(error),
+        "fatal-version-mismatch": rpc_frame(fatal),
+        "pre-v9": struct.pack(">i", -1) + struct.pack(">i", 1),
+        "header-without-status": rpc_frame(f_varint(1, 0)),
+        "body-past-end": struct.pack(">I", 6) + delimited(ok(0))[:4] + b"\x7f",
+        "trailing": rpc_frame(ok(0), version) + b"\x00",
+        "sint-call-id": rpc_frame(f_sint32(1, -3) + f_varint(2, 0), b""),
+    }
+
+
 def write(target, seeds):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -276,3 +315,4 @@ if __name__ == "__main__":
     write("decode_request", requests())
     write("http2_client_frames", http2_streams())
     write("ratis_message", ratis_messages())
+    write("hrpc_response", hrpc_responses())

@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$seconds" in ''|*[!0-9]*) echo "fuzz.sh: --seconds takes a whole number" >&2; exit 2 ;; esac
-all=(decode_request store_sequence http2_client_frames ratis_message)
+all=(decode_request store_sequence http2_client_frames ratis_message hrpc_response)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
     case " ${all[*]} " in *" $t "*) ;; *) echo "fuzz.sh: no target '$t' (${all[*]})" >&2; exit 2 ;; esac

@@ -7,10 +7,12 @@
 pub mod checksum;
 pub mod codec;
 pub mod grpc;
+pub mod hrpc;
 pub mod http2;
 pub mod proto;
 pub mod rates;
 pub mod ratis;
+pub mod scm;
 pub mod stats;
 pub mod token_bucket;
 pub mod units;

@@ -61,9 +61,11 @@ pub struct Args {
     #[arg(long, env = "DN_SIM_LISTEN", default_value = "0.0.0.0:9859")]
     pub listen: SocketAddr,
 
-    /// Pre-created containers: a list and/or ranges, e.g. 1 or 1-100,200.
-    #[arg(long, env = "DN_SIM_CONTAINERS", default_value = "1")]
-    pub containers: ContainerIds,
+    /// Pre-created containers: a list and/or ranges, e.g. 1 or 1-100,200, or none. Default: 1;
+    /// none with --scm (SCM allocates the containers of a cluster; one it does not know is
+    /// only logged as CONTAINER_NOT_FOUND by SCM).
+    #[arg(long, env = "DN_SIM_CONTAINERS")]
+    pub containers: Option<ContainerIds>,
 
     /// Handlers serving requests: the DataNode's gRPC worker pool
     /// (read.chunk.threads.per.volume × volumes). Default 10.
@@ -89,7 +91,9 @@ pub struct Args {
     /// threads, 10), hdds.container.ratis.num.write.chunk.threads.per.volume (Ratis chunk writers
     /// = N × volumes, 10), hdds.container.ratis.log.appender.queue.num-elements (checked; sizes
     /// nothing in a one-node group), hdds.container.ratis.log.appender.queue.byte-limit (32MB; the
-    /// Ratis port's message limit is the larger of it and 32 MiB, plus 1 MiB).
+    /// Ratis port's message limit is the larger of it and 32 MiB, plus 1 MiB), ozone.scm.names
+    /// (one SCM host[:port], as --scm), ozone.scm.datanode.port (9861), hdds.heartbeat.interval
+    /// (30s; a bare number is ms), hdds.container.report.interval (60m).
     #[arg(short = 'D', env = "DN_SIM_DEFINE", value_delimiter = ';', value_name = "KEY=VALUE", value_parser = parse_ozone_key)]
     pub define: Vec<OzoneKey>,
 
@@ -239,9 +243,20 @@ pub struct Args {
     pub shutdown_grace: Duration,
 
     /// The DataNode's UUID (`datanode.id`): EC requests (`replicaIndex` > 0) must carry it in
-    /// `datanodeUuid`.
-    #[arg(long, env = "DN_SIM_DATANODE_UUID", default_value = crate::net::server::DEFAULT_DATANODE_UUID, value_parser = parse_uuid)]
-    pub datanode_uuid: String,
+    /// `datanodeUuid`. Default: 00000000-0000-4000-8000-000000009859; with --scm, the one kept
+    /// in PATH/datanode.id with --store dir:PATH (made on first start), else a new random one.
+    #[arg(long, env = "DN_SIM_DATANODE_UUID", value_parser = parse_uuid)]
+    pub datanode_uuid: Option<String>,
+
+    /// Join a real Ozone cluster: register with the SCM whose DataNode port
+    /// (ozone.scm.datanode.port) is HOST:PORT and heartbeat every hdds.heartbeat.interval, while
+    /// serving clients as ever. Also -D ozone.scm.names=HOST[:PORT].
+    #[arg(long, env = "DN_SIM_SCM", value_name = "HOST:PORT", value_parser = parse_host_port)]
+    pub scm: Option<String>,
+
+    /// The host name the node registers with SCM. Default: the machine's.
+    #[arg(long, env = "DN_SIM_HOSTNAME", value_name = "NAME")]
+    pub hostname: Option<String>,
 
     /// The Ozone release to answer as where releases differ: 2.0, 2.1 or 2.2.
     #[arg(long, env = "DN_SIM_OZONE_VERSION", default_value = "2.2")]
@@ -309,10 +324,18 @@ pub enum OzoneKey {
     /// `hdds.container.ratis.log.appender.queue.byte-limit`: raises the Ratis port's message
     /// limit when over 32 MiB (`XceiverServerRatis`).
     AppenderQueueByteLimit(u64),
+    /// `ozone.scm.names`: the SCM to register with, `HOST` or `HOST:PORT` (one SCM).
+    ScmNames(String),
+    /// `ozone.scm.datanode.port`: SCM's DataNode port where `ozone.scm.names` gives none.
+    ScmDatanodePort(u16),
+    /// `hdds.heartbeat.interval`.
+    HeartbeatInterval(Duration),
+    /// `hdds.container.report.interval`: how often a heartbeat carries a full container report.
+    ContainerReportInterval(Duration),
 }
 
 /// The Ozone keys dn-sim models.
-const OZONE_KEYS: [&str; 13] = [
+const OZONE_KEYS: [&str; 17] = [
     "hdds.datanode.handler.count",
     "hdds.datanode.read.chunk.threads.per.volume",
     "hdds.container.ipc.port",
@@ -326,6 +349,10 @@ const OZONE_KEYS: [&str; 13] = [
     "hdds.container.ratis.num.write.chunk.threads.per.volume",
     "hdds.container.ratis.log.appender.queue.num-elements",
     "hdds.container.ratis.log.appender.queue.byte-limit",
+    "ozone.scm.names",
+    "ozone.scm.datanode.port",
+    "hdds.heartbeat.interval",
+    "hdds.container.report.interval",
 ];
 
 /// Prefix of the Ozone images' convention: `OZONE-SITE.XML_<key>=<value>` sets `<key>` in
@@ -425,6 +452,31 @@ fn parse_ozone_key(text: &str) -> Result<OzoneKey, String> {
         "hdds.container.ratis.log.appender.queue.byte-limit" => {
             crate::sim::raft::appender_byte_limit(value).map(OzoneKey::AppenderQueueByteLimit)
         }
+        "ozone.scm.names" => {
+            let names: Vec<&str> = value.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+            match names.as_slice() {
+                [one] => Ok(OzoneKey::ScmNames((*one).to_owned())),
+                [] => Err("ozone.scm.names is empty".into()),
+                _ => Err(format!("ozone.scm.names: dn-sim talks to one SCM, not '{value}'")),
+            }
+        }
+        "ozone.scm.datanode.port" => value
+            .trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .map(OzoneKey::ScmDatanodePort)
+            .ok_or_else(|| format!("ozone.scm.datanode.port must be a port number, not '{value}'")),
+        "hdds.heartbeat.interval" => {
+            hadoop_duration_ms(value).map(OzoneKey::HeartbeatInterval).ok_or_else(|| {
+                format!("hdds.heartbeat.interval must be a positive duration (30s, 500ms), not '{value}'")
+            })
+        }
+        "hdds.container.report.interval" => {
+            hadoop_duration_ms(value).map(OzoneKey::ContainerReportInterval).ok_or_else(|| {
+                format!("hdds.container.report.interval must be a positive duration (60m, 30s), not '{value}'")
+            })
+        }
         other => Err(format!(
             "unknown key '{other}' (known: {})",
             OZONE_KEYS.join(", ")
@@ -438,6 +490,28 @@ fn boolean(key: &str, value: &str) -> Result<bool, String> {
         v if v.eq_ignore_ascii_case("true") => Ok(true),
         v if v.eq_ignore_ascii_case("false") => Ok(false),
         v => Err(format!("{} must be true or false, not '{v}'", key.trim())),
+    }
+}
+
+/// Hadoop's `getTimeDuration(key, default, MILLISECONDS)`: a bare number is milliseconds, else a
+/// number with a unit (ms, s, m, h, d); positive.
+fn hadoop_duration_ms(value: &str) -> Option<Duration> {
+    let v = value.trim();
+    let d = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        Duration::from_millis(v.parse().ok()?)
+    } else {
+        common::units::parse_duration(v).ok()?
+    };
+    (!d.is_zero()).then_some(d)
+}
+
+/// `HOST:PORT` with a port number (the host is resolved when connecting).
+fn parse_host_port(s: &str) -> Result<String, String> {
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Ok(s.to_owned())
+        }
+        _ => Err(format!("'{s}' is not HOST:PORT")),
     }
 }
 
@@ -528,6 +602,9 @@ impl Args {
         let mut op_executors = crate::sim::raft::DEFAULT_OP_EXECUTORS;
         let mut chunk_threads = crate::sim::raft::DEFAULT_WRITE_CHUNK_THREADS_PER_VOLUME;
         let mut appender_bytes = crate::sim::raft::DEFAULT_APPENDER_BYTE_LIMIT;
+        let (mut scm_names, mut scm_port) = (None, common::scm::DEFAULT_DATANODE_PORT);
+        let mut heartbeat = common::scm::DEFAULT_HEARTBEAT_INTERVAL;
+        let mut container_reports = None;
         for key in env_keys.iter().chain(&self.define) {
             match key {
                 OzoneKey::HandlerCount(_) => {}
@@ -551,8 +628,54 @@ impl Args {
                 OzoneKey::WriteChunkThreadsPerVolume(n) => chunk_threads = *n as usize,
                 OzoneKey::AppenderQueueElements(_) => {}
                 OzoneKey::AppenderQueueByteLimit(n) => appender_bytes = *n,
+                OzoneKey::ScmNames(n) => scm_names = Some(n.clone()),
+                OzoneKey::ScmDatanodePort(p) => scm_port = *p,
+                OzoneKey::HeartbeatInterval(d) => heartbeat = *d,
+                OzoneKey::ContainerReportInterval(d) => container_reports = Some(*d),
             }
         }
+        let scm_address = match (&self.scm, scm_names) {
+            (Some(addr), _) => Some(addr.clone()),
+            (None, Some(name)) => Some(if parse_host_port(&name).is_ok() {
+                name
+            } else {
+                format!("{name}:{scm_port}")
+            }),
+            (None, None) => None,
+        };
+        let scm = match scm_address {
+            Some(address) => {
+                if self.ozone_version != crate::datanode::version::OzoneVersion::V2_2 {
+                    return Err(format!(
+                        "--scm: only --ozone-version 2.2 registers with SCM (its layout version {}), not {}",
+                        common::scm::LAYOUT_VERSION,
+                        self.ozone_version.as_str()
+                    ));
+                }
+                let mut scm = crate::net::scm::ScmConfig::new(address);
+                scm.heartbeat_interval = heartbeat;
+                if let Some(d) = container_reports {
+                    scm.container_report_interval = d;
+                }
+                if let Some(name) = &self.hostname {
+                    scm.hostname = name.clone();
+                }
+                Some(scm)
+            }
+            None => None,
+        };
+        let datanode_uuid = match (&self.datanode_uuid, &scm, &self.store) {
+            (Some(uuid), _, _) => uuid.clone(),
+            (None, Some(_), StoreKind::Dir(path)) => crate::net::scm::persisted_uuid(path)
+                .map_err(|e| {
+                    format!(
+                        "--store {}: cannot keep the DataNode's UUID: {e}",
+                        self.store
+                    )
+                })?,
+            (None, Some(_), _) => uuid::Uuid::new_v4().to_string(),
+            (None, None, _) => crate::net::server::DEFAULT_DATANODE_UUID.to_string(),
+        };
         let sync = self.sync || write_sync == Some(true);
         if sync && !matches!(self.store, StoreKind::Dir(_)) {
             return Err(format!(
@@ -573,7 +696,11 @@ impl Args {
         let config = Config {
             profile,
             listen,
-            containers: self.containers.clone(),
+            containers: match (&self.containers, &scm) {
+                (Some(ids), _) => ids.clone(),
+                (None, Some(_)) => "none".parse().expect("none is a container list"),
+                (None, None) => ContainerIds::single(1),
+            },
             store: self.store.clone(),
             capacity: self.capacity,
             sync,
@@ -607,7 +734,9 @@ impl Args {
                 timing: self.limit_reject_timing,
                 burst: self.limit_burst,
             },
-            datanode_uuid: self.datanode_uuid.clone(),
+            datanode_uuid,
+            scm,
+            volumes: self.volumes,
             ozone_version: self.ozone_version,
             connections: self.connections.limits(),
             tls,
@@ -755,9 +884,86 @@ mod tests {
     }
 
     #[test]
+    fn scm_comes_from_the_flag_or_ozone_scm_names() {
+        let c = config(&[]).unwrap();
+        assert!(c.scm.is_none());
+        assert_eq!(c.datanode_uuid, crate::net::server::DEFAULT_DATANODE_UUID);
+        assert_eq!(c.containers.to_string(), "1");
+
+        let c = config(&[
+            "--scm",
+            "127.0.0.1:9861",
+            "-D",
+            "hdds.heartbeat.interval=2s",
+        ])
+        .unwrap();
+        let scm = c.scm.unwrap();
+        assert_eq!(scm.address, "127.0.0.1:9861");
+        assert_eq!(scm.heartbeat_interval, Duration::from_secs(2));
+        // A node joining a cluster starts without containers and with a UUID of its own.
+        assert_eq!(c.containers.to_string(), "none");
+        assert_ne!(c.datanode_uuid, crate::net::server::DEFAULT_DATANODE_UUID);
+
+        let env = [
+            ("OZONE-SITE.XML_ozone.scm.names", "scm.example"),
+            ("OZONE-SITE.XML_ozone.scm.datanode.port", "19861"),
+            ("OZONE-SITE.XML_hdds.heartbeat.interval", "500"),
+        ];
+        let (c, warning) = config_env(&[], &env).unwrap();
+        assert!(warning.is_none());
+        let scm = c.scm.unwrap();
+        assert_eq!(scm.address, "scm.example:19861");
+        // A bare number is milliseconds, as Hadoop's getTimeDuration(…, MILLISECONDS).
+        assert_eq!(scm.heartbeat_interval, Duration::from_millis(500));
+        let (c, _) = config_env(&["--scm", "a:1"], &env).unwrap();
+        assert_eq!(c.scm.unwrap().address, "a:1");
+        let (c, _) = config_env(&[], &[("OZONE-SITE.XML_ozone.scm.names", "s:7")]).unwrap();
+        assert_eq!(c.scm.unwrap().address, "s:7");
+    }
+
+    #[test]
+    fn scm_settings_are_checked() {
+        for (args, needle) in [
+            (&["--scm", "nohost"][..], "--scm"),
+            (&["--scm", "h:0"][..], "--scm"),
+            (&["-D", "ozone.scm.names=a,b"][..], "one SCM"),
+            (
+                &["-D", "hdds.heartbeat.interval=0"][..],
+                "hdds.heartbeat.interval",
+            ),
+            (
+                &["--scm", "h:1", "--ozone-version", "2.1"][..],
+                "--ozone-version 2.2",
+            ),
+        ] {
+            let err = config(args).unwrap_err();
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn scm_uuid_is_kept_in_the_store_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = format!("dir:{}", dir.path().display());
+        let first = config(&["--scm", "h:1", "--store", &store])
+            .unwrap()
+            .datanode_uuid;
+        let again = config(&["--scm", "h:1", "--store", &store])
+            .unwrap()
+            .datanode_uuid;
+        assert_eq!(first, again);
+        let text = std::fs::read_to_string(dir.path().join("datanode.id")).unwrap();
+        assert_eq!(text, format!("uuid: {first}\n"));
+        // An explicit UUID wins.
+        let given = "12345678-1234-1234-1234-123456789abc";
+        let c = config(&["--scm", "h:1", "--store", &store, "--datanode-uuid", given]).unwrap();
+        assert_eq!(c.datanode_uuid, given);
+    }
+
+    #[test]
     fn unknown_ozone_site_variables_are_ignored_with_one_warning() {
         let env = [
-            ("OZONE-SITE.XML_ozone.scm.names", "scm"),
+            ("OZONE-SITE.XML_ozone.recon.address", "recon"),
             (
                 "OZONE-SITE.XML_hdds.datanode.read.chunk.threads.per.volume",
                 "4",
@@ -769,12 +975,12 @@ mod tests {
         let warning = warning.expect("a warning");
         assert_eq!(warning.lines().count(), 1);
         assert!(
-            warning.contains("ozone.om.address, ozone.scm.names"),
+            warning.contains("ozone.om.address, ozone.recon.address"),
             "{warning}"
         );
         // On the command line an unknown key stays an error.
-        let err = config(&["-D", "ozone.scm.names=scm"]).unwrap_err();
-        assert!(err.contains("unknown key 'ozone.scm.names'"), "{err}");
+        let err = config(&["-D", "ozone.recon.address=recon"]).unwrap_err();
+        assert!(err.contains("unknown key 'ozone.recon.address'"), "{err}");
     }
 
     #[test]

@@ -167,7 +167,7 @@ fn settings_come_from_the_environment_and_healthcheck_follows_the_server() {
                 "OZONE-SITE.XML_hdds.datanode.read.chunk.threads.per.volume",
                 "7",
             )
-            .env("OZONE-SITE.XML_ozone.scm.names", "scm")
+            .env("OZONE-SITE.XML_ozone.recon.address", "recon")
             .env("OZONE-SITE.XML_ozone.om.address", "om")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -216,7 +216,7 @@ fn settings_come_from_the_environment_and_healthcheck_follows_the_server() {
     let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
     assert_eq!(warnings.len(), 1, "{log}");
     assert!(
-        warnings[0].contains("ozone.om.address, ozone.scm.names"),
+        warnings[0].contains("ozone.om.address, ozone.recon.address"),
         "{log}"
     );
 
@@ -242,7 +242,13 @@ fn bad_settings_exit_2_with_one_line_naming_them() {
             vec![],
             "healthcheck",
         ),
-        (vec!["-D", "ozone.scm.names=scm"], vec![], "ozone.scm.names"),
+        (
+            vec!["-D", "ozone.recon.address=recon"],
+            vec![],
+            "ozone.recon.address",
+        ),
+        (vec!["-D", "ozone.scm.names=a,b"], vec![], "ozone.scm.names"),
+        (vec!["--scm", "scm"], vec![], "--scm"),
         (
             vec![],
             vec![("DN_SIM_HANDLER_COUNT", "0")],

@@ -48,6 +48,9 @@ impl FromStr for ContainerIds {
             )
         };
         let mut ranges = Vec::new();
+        if s.trim() == "none" {
+            return Ok(Self { ranges });
+        }
         for part in s.split(',').map(str::trim) {
             if part.is_empty() {
                 continue;
@@ -77,6 +80,9 @@ impl FromStr for ContainerIds {
 
 impl fmt::Display for ContainerIds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ranges.is_empty() {
+            return f.write_str("none");
+        }
         let parts: Vec<String> = self
             .ranges
             .iter()
@@ -95,6 +101,14 @@ impl fmt::Display for ContainerIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn none_is_no_container() {
+        let ids: ContainerIds = "none".parse().unwrap();
+        assert!(ids.is_empty());
+        assert_eq!(ids.iter().count(), 0);
+        assert_eq!(ids.to_string(), "none");
+    }
 
     #[test]
     fn parses_lists_and_ranges() {

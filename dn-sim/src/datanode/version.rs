@@ -28,6 +28,15 @@ impl OzoneVersion {
         }
     }
 
+    /// The full release a node of this version says it runs (to SCM, `ExtendedDatanodeDetails`).
+    pub fn release(self) -> &'static str {
+        match self {
+            Self::V2_0 => "2.0.0",
+            Self::V2_1 => "2.1.0",
+            Self::V2_2 => "2.2.0",
+        }
+    }
+
     /// True from release `other` on.
     pub fn at_least(self, other: OzoneVersion) -> bool {
         self >= other

@@ -4,8 +4,8 @@
 //! resets for `--fault reset`), [`inflight_budget`] (`--max-inflight-bytes`), [`health`]
 //! (`grpc.health.v1`) and [`admin`] (`/prom`, `/metrics`, `/config`).
 //!
-//! The Ratis client port (9858) will be a sibling of `grpc_service` here, feeding the same
-//! [`crate::sim::admission::Admission`]; a client of SCM will be a room of its own beside `net`.
+//! [`ratis_service`] (9858) and [`ratis_admin`] (9857) are the Ratis ports; [`scm`] is the client
+//! of SCM (`--scm`): registration and heartbeats over Hadoop RPC.
 
 pub mod admin;
 pub mod connection;
@@ -15,5 +15,6 @@ pub mod inflight_budget;
 pub mod ratis_admin;
 pub mod ratis_service;
 pub mod reset;
+pub mod scm;
 pub mod server;
 pub mod tls;

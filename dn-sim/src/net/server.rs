@@ -84,6 +84,10 @@ pub struct Config {
     pub pipelines: Vec<uuid::Uuid>,
     /// `--profile`: the costs of the DataNode's stages (`sim::stages`); `None` = none.
     pub profile: Option<crate::sim::profile::Profile>,
+    /// The SCM to register with and heartbeat to (`--scm`); `None` = none.
+    pub scm: Option<crate::net::scm::ScmConfig>,
+    /// Data volumes (`--volumes`): the node report lists one storage report each.
+    pub volumes: u32,
 }
 
 /// The pipeline (Raft group) dn-sim hosts unless `--pipeline-id` says otherwise: fixed, so that
@@ -131,6 +135,8 @@ impl Default for Config {
             ))),
             pipelines: vec![DEFAULT_PIPELINE_ID],
             profile: None,
+            scm: None,
+            volumes: 1,
         }
     }
 }
@@ -204,6 +210,7 @@ pub struct RunningServer {
     ratis_addr: Option<SocketAddr>,
     ratis_admin_addr: Option<SocketAddr>,
     admission: Arc<Admission>,
+    scm: Arc<crate::net::scm::ScmStatus>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
     background: Vec<tokio::task::JoinHandle<()>>,
@@ -313,6 +320,44 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         Some(addr) => start_ratis(&config, addr, &admission, &mut background).await?,
         None => (None, None),
     };
+    let scm = Arc::new(crate::net::scm::ScmStatus::default());
+    if let Some(scm_config) = &config.scm {
+        let node = crate::net::scm::reports::NodeIdentity {
+            uuid: config
+                .datanode_uuid
+                .parse()
+                .context("the DataNode's UUID")?,
+            hostname: scm_config.hostname.clone(),
+            ip_address: if local_addr.ip().is_unspecified() {
+                "127.0.0.1".to_owned()
+            } else {
+                local_addr.ip().to_string()
+            },
+            ports: [
+                ("STANDALONE", Some(local_addr)),
+                ("RATIS", ratis_addr),
+                ("RATIS_ADMIN", ratis_admin_addr),
+                ("HTTP", metrics_addr),
+            ]
+            .into_iter()
+            .filter_map(|(name, addr)| addr.map(|a| (name, a.port())))
+            .collect(),
+            version: config.ozone_version.release(),
+            setup_time_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            volumes: config.volumes,
+            network_name: None,
+            network_location: None,
+        };
+        let endpoint = crate::net::scm::endpoint::Endpoint::new(
+            scm_config.clone(),
+            node,
+            Arc::clone(admission.store()),
+            Arc::clone(&scm),
+        );
+        background.push(tokio::spawn(endpoint.run()));
+    }
     let (tx, rx) = oneshot::channel::<()>();
     let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)
         .layer(ResetLayer)
@@ -328,6 +373,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         ratis_addr,
         ratis_admin_addr,
         admission,
+        scm,
         shutdown: Some(tx),
         task,
         background,
@@ -446,6 +492,11 @@ impl RunningServer {
 
     pub fn admission(&self) -> &Arc<Admission> {
         &self.admission
+    }
+
+    /// What the client of SCM (`Config::scm`) has done so far.
+    pub fn scm_status(&self) -> &Arc<crate::net::scm::ScmStatus> {
+        &self.scm
     }
 
     /// Stops accepting, lets in-flight requests finish for up to the grace period, then stops.

@@ -650,6 +650,17 @@ impl ContainerStore {
         true
     }
 
+    /// Every container, shard by shard (each shard read-locked only while it is copied): what
+    /// the DataNode's container reports list. Not for the request path.
+    pub fn containers(&self) -> Vec<Arc<Container>> {
+        let mut all = Vec::with_capacity(self.len());
+        for shard in self.shards.iter() {
+            all.extend(read(shard).values().cloned());
+        }
+        all.sort_unstable_by_key(|c| c.id());
+        all
+    }
+
     /// Number of containers.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| read(s).len()).sum()

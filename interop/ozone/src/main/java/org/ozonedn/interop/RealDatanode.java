@@ -200,7 +200,7 @@ public final class RealDatanode {
   }
 
   /** A port free now, chosen by the kernel. */
-  private static int ephemeralPort() throws IOException {
+  static int ephemeralPort() throws IOException {
     try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
       return s.getLocalPort();
     }
@@ -299,7 +299,7 @@ public final class RealDatanode {
    * anything else on 15000-15050 would collide, and the cluster then hangs in its start. Start the
    * allocator at a random base whose whole range is free now.
    */
-  private static void claimPortRange() {
+  static void claimPortRange() {
     java.util.Random random = new java.util.Random();
     int min = org.apache.ozone.test.GenericTestUtils.PortAllocator.MIN_PORT;
     int max = org.apache.ozone.test.GenericTestUtils.PortAllocator.MAX_PORT - PORTS_NEEDED;
@@ -326,7 +326,7 @@ public final class RealDatanode {
     return true;
   }
 
-  private static void deleteTree(Path base) {
+  static void deleteTree(Path base) {
     try (Stream<Path> paths = Files.walk(base)) {
       paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
     } catch (IOException e) {

@@ -1,0 +1,334 @@
+//! The DataNode's conversation with SCM (Ozone 2.2.0's `EndpointStateMachine`: GetVersion,
+//! Register, then a heartbeat every `hdds.heartbeat.interval`), and what it does with the
+//! commands heartbeats bring back. It runs beside the client ports and never stops them: while SCM
+//! is unreachable it retries with a growing pause (up to the heartbeat interval, at least 1 s and
+//! at most 30 s) and goes on heartbeating, registering again when SCM says `reregisterCommand`
+//! (an SCM that restarted or forgot the node).
+
+use super::reports::{NodeIdentity, ReportedReplicas, layout_version};
+use super::rpc::{RpcConnection, RpcError};
+use super::{ScmConfig, ScmStatus};
+use crate::datanode::store::ContainerStore;
+use common::scm::proto::scm_command_proto::Type as CommandType;
+use common::scm::proto::{
+    CommandQueueReportProto, CommandStatus, CommandStatusReportsProto,
+    ContainerBlocksDeletionAckProto, NodeOperationalState, PipelineReportsProto, ScmCommandProto,
+    ScmDatanodeRequest, ScmDatanodeResponse, ScmHeartbeatRequestProto, ScmRegisterRequestProto,
+    ScmVersionRequestProto, Status, Type, command_status::Status as CommandState,
+    container_blocks_deletion_ack_proto::DeleteBlockTransactionResult,
+    scm_registered_response_proto::ErrorCode,
+};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The one connection's user (simple authentication, as a DataNode without Kerberos).
+const USER: &str = "dn-sim";
+
+/// Why a connection's conversation ended.
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+    #[error("SCM answered {what} with status ERROR: {message}")]
+    Refused { what: &'static str, message: String },
+    #[error("SCM refused the registration ({0:?}): its layout version differs")]
+    NotPermitted(ErrorCode),
+    #[error("SCM's answer to {0} lacks its response")]
+    Incomplete(&'static str),
+}
+
+/// The endpoint's state across connections.
+pub struct Endpoint {
+    config: ScmConfig,
+    node: NodeIdentity,
+    store: Arc<ContainerStore>,
+    status: Arc<ScmStatus>,
+    registered: bool,
+    replicas: ReportedReplicas,
+    last_full_report: Option<Instant>,
+    /// Set by SCM (`setNodeOperationalStateCommand`); none until then, as a new DataNode's.
+    op_state: Option<NodeOperationalState>,
+    op_expiry: i64,
+    /// Command statuses not yet reported (deleteBlocks's only, as a real DataNode's).
+    statuses: Vec<CommandStatus>,
+}
+
+impl Endpoint {
+    pub fn new(
+        config: ScmConfig,
+        node: NodeIdentity,
+        store: Arc<ContainerStore>,
+        status: Arc<ScmStatus>,
+    ) -> Self {
+        Self {
+            config,
+            node,
+            store,
+            status,
+            registered: false,
+            replicas: ReportedReplicas::default(),
+            last_full_report: None,
+            op_state: None,
+            op_expiry: 0,
+            statuses: Vec::new(),
+        }
+    }
+
+    /// Talks to SCM until the task is aborted.
+    pub async fn run(mut self) {
+        let cap = self
+            .config
+            .heartbeat_interval
+            .clamp(Duration::from_secs(1), Duration::from_secs(30));
+        let mut pause = Duration::from_millis(250);
+        loop {
+            let started = Instant::now();
+            let error = self.session().await;
+            self.status.failures.fetch_add(1, Ordering::Relaxed);
+            // A session that heartbeated for a while starts its retries from the bottom again.
+            if started.elapsed() > cap {
+                pause = Duration::from_millis(250);
+            }
+            tracing::warn!(scm = %self.config.address, error = %error, retry_in = ?pause,
+                "SCM connection failed; still serving clients");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(cap);
+        }
+    }
+
+    /// One connection: GetVersion, Register when not registered, heartbeats. Returns only with
+    /// the error that ended it.
+    async fn session(&mut self) -> SessionError {
+        let mut conn = match RpcConnection::connect(
+            &self.config.address,
+            common::scm::PROTOCOL,
+            common::scm::PROTOCOL_VERSION,
+            USER,
+            self.config.rpc_timeout,
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => return e.into(),
+        };
+        if let Err(e) = self.get_version(&mut conn).await {
+            return e;
+        }
+        loop {
+            if !self.registered
+                && let Err(e) = self.register(&mut conn).await
+            {
+                return e;
+            }
+            let mut tick = tokio::time::interval(self.config.heartbeat_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            while self.registered {
+                tick.tick().await;
+                if let Err(e) = self.heartbeat(&mut conn).await {
+                    return e;
+                }
+            }
+        }
+    }
+
+    async fn submit(
+        &self,
+        conn: &mut RpcConnection,
+        request: ScmDatanodeRequest,
+        what: &'static str,
+    ) -> Result<ScmDatanodeResponse, SessionError> {
+        let response: ScmDatanodeResponse = conn
+            .call(common::scm::METHOD, &request, self.config.rpc_timeout)
+            .await?;
+        if response.status != Status::Ok as i32 || response.success == Some(false) {
+            return Err(SessionError::Refused {
+                what,
+                message: response.message.unwrap_or_default(),
+            });
+        }
+        Ok(response)
+    }
+
+    async fn get_version(&mut self, conn: &mut RpcConnection) -> Result<(), SessionError> {
+        let request = ScmDatanodeRequest {
+            cmd_type: Type::GetVersion as i32,
+            get_version_request: Some(ScmVersionRequestProto {}),
+            ..Default::default()
+        };
+        let response = self.submit(conn, request, "GetVersion").await?;
+        let version = response
+            .get_version_response
+            .ok_or(SessionError::Incomplete("GetVersion"))?;
+        let cluster = version
+            .keys
+            .iter()
+            .find(|kv| kv.key == "clusterID")
+            .and_then(|kv| kv.value.clone())
+            .unwrap_or_default();
+        tracing::info!(scm = %self.config.address, software_version = version.software_version,
+            cluster = %cluster, "SCM answered GetVersion");
+        Ok(())
+    }
+
+    async fn register(&mut self, conn: &mut RpcConnection) -> Result<(), SessionError> {
+        let started = Instant::now();
+        let request = ScmDatanodeRequest {
+            cmd_type: Type::Register as i32,
+            register_request: Some(ScmRegisterRequestProto {
+                extended_datanode_details: self.node.extended(),
+                node_report: self.node.node_report(&self.store),
+                container_report: self.replicas.full(&self.store, &self.uuid()),
+                pipeline_reports: PipelineReportsProto::default(),
+                data_node_layout_version: Some(layout_version()),
+            }),
+            ..Default::default()
+        };
+        self.last_full_report = Some(Instant::now());
+        let response = self.submit(conn, request, "Register").await?;
+        let registered = response
+            .register_response
+            .ok_or(SessionError::Incomplete("Register"))?;
+        let code =
+            ErrorCode::try_from(registered.error_code).unwrap_or(ErrorCode::ErrorNodeNotPermitted);
+        if code != ErrorCode::Success {
+            return Err(SessionError::NotPermitted(code));
+        }
+        // As a real DataNode (RegisterEndpointTask): the names SCM saw become the node's own.
+        self.node.adopt(
+            registered.hostname.as_deref(),
+            registered.ip_address.as_deref(),
+            registered.network_name.as_deref(),
+            registered.network_location.as_deref(),
+        );
+        self.registered = true;
+        self.status.registered.store(true, Ordering::Release);
+        self.status.registrations.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(scm = %self.config.address, uuid = %registered.datanode_uuid,
+            cluster = %registered.cluster_id, took = ?started.elapsed(), "registered with SCM");
+        Ok(())
+    }
+
+    async fn heartbeat(&mut self, conn: &mut RpcConnection) -> Result<(), SessionError> {
+        let uuid = self.uuid();
+        let full_due = self
+            .last_full_report
+            .is_none_or(|t| t.elapsed() >= self.config.container_report_interval);
+        let (container_report, incremental) = if full_due {
+            self.last_full_report = Some(Instant::now());
+            (Some(self.replicas.full(&self.store, &uuid)), vec![])
+        } else {
+            (
+                None,
+                self.replicas
+                    .incremental(&self.store, &uuid)
+                    .into_iter()
+                    .collect(),
+            )
+        };
+        let statuses = std::mem::take(&mut self.statuses);
+        let request = ScmDatanodeRequest {
+            cmd_type: Type::SendHeartbeat as i32,
+            send_heartbeat_request: Some(ScmHeartbeatRequestProto {
+                datanode_details: self.node.details(self.op_state, self.op_expiry),
+                node_report: Some(self.node.node_report(&self.store)),
+                container_report,
+                incremental_container_report: incremental,
+                command_status_reports: if statuses.is_empty() {
+                    vec![]
+                } else {
+                    vec![CommandStatusReportsProto {
+                        cmd_status: statuses.clone(),
+                    }]
+                },
+                container_actions: None,
+                pipeline_actions: None,
+                pipeline_reports: Some(PipelineReportsProto::default()),
+                data_node_layout_version: Some(layout_version()),
+                // Only types with commands queued, as a real DataNode (HeartbeatEndpointTask):
+                // dn-sim queues none.
+                command_queue_report: Some(CommandQueueReportProto::default()),
+            }),
+            ..Default::default()
+        };
+        let response = match self.submit(conn, request, "SendHeartbeat").await {
+            Ok(r) => r,
+            Err(e) => {
+                // Not delivered: report them with the next heartbeat.
+                self.statuses = statuses;
+                // A full report is owed after a lost heartbeat (its changes may be lost too).
+                self.last_full_report = None;
+                return Err(e);
+            }
+        };
+        self.status.heartbeats.fetch_add(1, Ordering::Relaxed);
+        let Some(answer) = response.send_heartbeat_response else {
+            return Err(SessionError::Incomplete("SendHeartbeat"));
+        };
+        for command in answer.commands {
+            self.execute(command);
+        }
+        Ok(())
+    }
+
+    /// What the DataNode does with a command. Executed: reregister, setNodeOperationalState
+    /// (reported back in every heartbeat's details), refreshVolumeUsageInfo and
+    /// finalizeNewLayoutVersion (nothing to do: every heartbeat carries a fresh node report, and
+    /// the layout is already the newest). deleteBlocks is answered FAILED for every transaction,
+    /// as a DataNode that could not delete reports it. The others are not executed yet: the
+    /// container or pipeline simply never reports the change, which SCM treats as a DataNode that
+    /// has not got there (it retries or times out), listed in docs/deviations.md.
+    fn execute(&mut self, command: ScmCommandProto) {
+        self.status.commands.fetch_add(1, Ordering::Relaxed);
+        let kind =
+            CommandType::try_from(command.command_type).unwrap_or(CommandType::UnknownScmCommand);
+        match kind {
+            CommandType::ReregisterCommand => {
+                tracing::info!("SCM asks to register again");
+                self.registered = false;
+                self.status.registered.store(false, Ordering::Release);
+            }
+            CommandType::SetNodeOperationalStateCommand => {
+                if let Some(c) = command.set_node_operational_state_command_proto {
+                    self.op_state = NodeOperationalState::try_from(c.node_operational_state)
+                        .ok()
+                        .or(self.op_state);
+                    self.op_expiry = c.state_expiry_epoch_seconds;
+                    tracing::info!(state = ?self.op_state, "SCM set the operational state");
+                }
+            }
+            CommandType::RefreshVolumeUsageInfo | CommandType::FinalizeNewLayoutVersionCommand => {}
+            CommandType::DeleteBlocksCommand => {
+                if let Some(c) = command.delete_blocks_command_proto {
+                    let results = c
+                        .deleted_blocks_transactions
+                        .iter()
+                        .map(|tx| DeleteBlockTransactionResult {
+                            tx_id: tx.tx_id,
+                            container_id: tx.container_id,
+                            success: false,
+                        })
+                        .collect();
+                    self.statuses.push(CommandStatus {
+                        cmd_id: c.cmd_id,
+                        status: CommandState::Failed as i32,
+                        r#type: kind as i32,
+                        msg: Some("dn-sim does not delete blocks".into()),
+                        block_deletion_ack: Some(ContainerBlocksDeletionAckProto {
+                            results,
+                            dn_id: self.uuid(),
+                        }),
+                    });
+                }
+            }
+            other => {
+                self.status.not_executed.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(command = ?other, "SCM command not executed by dn-sim");
+            }
+        }
+    }
+
+    fn uuid(&self) -> String {
+        self.node.uuid.to_string()
+    }
+}
