@@ -192,6 +192,10 @@ else:
         want = [out[0].split("=", 1)[1].replace("$(SHARD_INDEX)", str(i)) for i in range(int(shards))] if out else []
         if files != want:
             problems.append(f"the merge Job reads {files}, the shards write {want}")
+# dnSim.scm (set in ci/full-values.yaml alone) becomes dn-sim's --scm.
+sts = next((d for d in docs if re.search(r"^kind: StatefulSet$", d, re.M)), None)
+if sts is not None and ("- --scm=" in sts) != value_set.endswith("full-values.yaml"):
+    problems.append(f"dn-sim's --scm is {'missing' if value_set.endswith('full-values.yaml') else 'set'} with {value_set} values")
 if problems:
     print("\n".join(problems))
     sys.exit(1)
