@@ -83,6 +83,15 @@ impl ContainerMetrics {
             .push((csm, ratis));
     }
 
+    /// Stops rendering a group's metrics (its pipeline closed: Ozone unregisters `CSMMetrics`
+    /// when the group is removed).
+    pub fn unregister_group(&self, csm: &std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(c, _)| !std::sync::Arc::ptr_eq(c, csm));
+    }
+
     fn dn(&self, t: Type) -> &DnType {
         &self.dn[t as usize]
     }

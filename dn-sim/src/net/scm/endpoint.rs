@@ -5,14 +5,17 @@
 //! at most 30 s) and goes on heartbeating, registering again when SCM says `reregisterCommand`
 //! (an SCM that restarted or forgot the node).
 
-use super::reports::{NodeIdentity, ReportedReplicas, layout_version};
+use super::reports::{
+    NodeIdentity, ReportedReplicas, layout_version, pipeline_reports, pipeline_uuid,
+};
 use super::rpc::{RpcConnection, RpcError};
 use super::{ScmConfig, ScmStatus};
 use crate::datanode::store::ContainerStore;
+use crate::net::raft_groups::RaftGroups;
 use common::scm::proto::scm_command_proto::Type as CommandType;
 use common::scm::proto::{
     CommandQueueReportProto, CommandStatus, CommandStatusReportsProto,
-    ContainerBlocksDeletionAckProto, NodeOperationalState, PipelineReportsProto, ScmCommandProto,
+    ContainerBlocksDeletionAckProto, NodeOperationalState, ReplicationType, ScmCommandProto,
     ScmDatanodeRequest, ScmDatanodeResponse, ScmHeartbeatRequestProto, ScmRegisterRequestProto,
     ScmVersionRequestProto, Status, Type, command_status::Status as CommandState,
     container_blocks_deletion_ack_proto::DeleteBlockTransactionResult,
@@ -52,6 +55,12 @@ pub struct Endpoint {
     op_expiry: i64,
     /// Command statuses not yet reported (deleteBlocks's only, as a real DataNode's).
     statuses: Vec<CommandStatus>,
+    /// The Ratis port's groups (none without a Ratis port): what createPipeline and
+    /// closePipeline change and pipeline reports list.
+    groups: Option<Arc<RaftGroups>>,
+    /// A pipeline changed: report it now rather than at the next tick (a DataNode triggers a
+    /// heartbeat when it adds a group, `XceiverServerRatis.sendPipelineReport`).
+    report_now: bool,
 }
 
 impl Endpoint {
@@ -60,6 +69,7 @@ impl Endpoint {
         node: NodeIdentity,
         store: Arc<ContainerStore>,
         status: Arc<ScmStatus>,
+        groups: Option<Arc<RaftGroups>>,
     ) -> Self {
         Self {
             config,
@@ -72,6 +82,8 @@ impl Endpoint {
             op_state: None,
             op_expiry: 0,
             statuses: Vec::new(),
+            groups,
+            report_now: false,
         }
     }
 
@@ -124,7 +136,9 @@ impl Endpoint {
             let mut tick = tokio::time::interval(self.config.heartbeat_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while self.registered {
-                tick.tick().await;
+                if !std::mem::take(&mut self.report_now) {
+                    tick.tick().await;
+                }
                 if let Err(e) = self.heartbeat(&mut conn).await {
                     return e;
                 }
@@ -179,7 +193,7 @@ impl Endpoint {
                 extended_datanode_details: self.node.extended(),
                 node_report: self.node.node_report(&self.store),
                 container_report: self.replicas.full(&self.store, &self.uuid()),
-                pipeline_reports: PipelineReportsProto::default(),
+                pipeline_reports: pipeline_reports(self.groups.as_deref()),
                 data_node_layout_version: Some(layout_version()),
             }),
             ..Default::default()
@@ -243,7 +257,7 @@ impl Endpoint {
                 },
                 container_actions: None,
                 pipeline_actions: None,
-                pipeline_reports: Some(PipelineReportsProto::default()),
+                pipeline_reports: Some(pipeline_reports(self.groups.as_deref())),
                 data_node_layout_version: Some(layout_version()),
                 // Only types with commands queued, as a real DataNode (HeartbeatEndpointTask):
                 // dn-sim queues none.
@@ -272,7 +286,8 @@ impl Endpoint {
     }
 
     /// What the DataNode does with a command. Executed: reregister, setNodeOperationalState
-    /// (reported back in every heartbeat's details), refreshVolumeUsageInfo and
+    /// (reported back in every heartbeat's details), createPipeline and closePipeline (the Ratis
+    /// port's groups, reported in pipeline reports), refreshVolumeUsageInfo and
     /// finalizeNewLayoutVersion (nothing to do: every heartbeat carries a fresh node report, and
     /// the layout is already the newest). deleteBlocks is answered FAILED for every transaction,
     /// as a DataNode that could not delete reports it. The others are not executed yet: the
@@ -298,6 +313,44 @@ impl Endpoint {
                 }
             }
             CommandType::RefreshVolumeUsageInfo | CommandType::FinalizeNewLayoutVersionCommand => {}
+            CommandType::CreatePipelineCommand => {
+                let Some(c) = command.create_pipeline_command_proto else {
+                    return;
+                };
+                let Some(groups) = &self.groups else {
+                    self.status.not_executed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!("SCM asks for a pipeline, but this dn-sim serves no Ratis port");
+                    return;
+                };
+                let Some(id) = pipeline_uuid(&c.pipeline_id) else {
+                    tracing::warn!("createPipeline without a pipeline id");
+                    return;
+                };
+                if c.r#type != ReplicationType::Ratis as i32 {
+                    tracing::warn!(pipeline = %id, "createPipeline of a type other than RATIS");
+                    return;
+                }
+                match groups.add_from_scm(id, &c.datanode, &c.priority) {
+                    Ok(()) => {
+                        self.report_now = true;
+                        tracing::info!(pipeline = %id, members = c.datanode.len(),
+                            "created pipeline");
+                    }
+                    // Already there: a repeated command (SCM resends until it hears).
+                    Err(crate::net::raft_groups::AddError::Exists(_)) => self.report_now = true,
+                    Err(e) => tracing::warn!(error = %e, "cannot create pipeline"),
+                }
+            }
+            CommandType::ClosePipelineCommand => {
+                let Some(c) = command.close_pipeline_command_proto else {
+                    return;
+                };
+                if let (Some(groups), Some(id)) = (&self.groups, pipeline_uuid(&c.pipeline_id))
+                    && groups.remove(&id)
+                {
+                    tracing::info!(pipeline = %id, "closed pipeline");
+                }
+            }
             CommandType::DeleteBlocksCommand => {
                 if let Some(c) = command.delete_blocks_command_proto {
                     let results = c

@@ -252,6 +252,52 @@ impl ReportedReplicas {
     }
 }
 
+/// The pipeline report (`XceiverServerRatis.getPipelineReport`): each group SCM created, and
+/// whether this DataNode leads it.
+pub fn pipeline_reports(
+    groups: Option<&crate::net::raft_groups::RaftGroups>,
+) -> common::scm::proto::PipelineReportsProto {
+    common::scm::proto::PipelineReportsProto {
+        pipeline_report: groups
+            .map(|g| g.reports())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| {
+                #[allow(deprecated)] // (bytesWritten: left out, as the DataNode leaves it.)
+                common::scm::proto::PipelineReport {
+                    pipeline_id: pipeline_id_proto(r.group),
+                    is_leader: r.is_leader,
+                    bytes_written: None,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// `PipelineID.getProtobuf`: the UUID as a string and as two longs.
+pub fn pipeline_id_proto(id: uuid::Uuid) -> common::scm::proto::PipelineId {
+    let (msb, lsb) = id.as_u64_pair();
+    common::scm::proto::PipelineId {
+        id: Some(id.to_string()),
+        uuid128: Some(UuidProto {
+            most_sig_bits: msb as i64,
+            least_sig_bits: lsb as i64,
+        }),
+    }
+}
+
+/// The UUID a `PipelineID` names (`uuid128`, else the string form).
+pub fn pipeline_uuid(id: &common::scm::proto::PipelineId) -> Option<uuid::Uuid> {
+    match (&id.uuid128, &id.id) {
+        (Some(u), _) => Some(uuid::Uuid::from_u64_pair(
+            u.most_sig_bits as u64,
+            u.least_sig_bits as u64,
+        )),
+        (None, Some(s)) => s.parse().ok(),
+        (None, None) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
