@@ -436,10 +436,12 @@ fn last_pipeline_report(seen: &Mutex<Seen>) -> Option<Vec<(uuid::Uuid, bool)>> {
     Some(reports)
 }
 
-/// One Ratis write of an Echo to `group` on the node's Ratis port, over an unordered stream.
+/// One Ratis write of an Echo to container `container` in `group` on the node's Ratis port, over
+/// an unordered stream.
 async fn ratis_echo(
     addr: std::net::SocketAddr,
     group: uuid::Uuid,
+    container: i64,
 ) -> Result<common::ratis::proto::common::RaftClientReplyProto, tonic::Status> {
     use common::ratis::proto::common::raft_client_request_proto::Type as RaftType;
     use common::ratis::proto::common::{
@@ -449,7 +451,7 @@ async fn ratis_echo(
     use common::ratis::proto::grpc::raft_client_protocol_service_client::RaftClientProtocolServiceClient;
     let command = common::proto::ContainerCommandRequestProto {
         cmd_type: common::proto::Type::Echo as i32,
-        container_id: 1,
+        container_id: container,
         datanode_uuid: "6a1f8bd2-0d2c-4a8e-9a59-3c7d3a1c0b01".into(),
         echo: Some(common::proto::EchoRequestProto {
             payload: Some(Bytes::from_static(b"hello")),
@@ -466,7 +468,8 @@ async fn ratis_echo(
             raft_group_id: Some(RaftGroupIdProto {
                 id: common::ratis::id_bytes(group),
             }),
-            call_id: 1,
+            // (One call per container: the retry cache answers a repeated call id.)
+            call_id: container as u64,
             to_leader: true,
             ..Default::default()
         }),
@@ -527,7 +530,7 @@ async fn scm_s_pipelines_become_raft_groups_reported_led_or_followed_and_closed(
     .await;
 
     // The leader applies the write and reports every member at its commit index.
-    let reply = ratis_echo(ratis, led).await.unwrap();
+    let reply = ratis_echo(ratis, led, 1).await.unwrap();
     assert!(reply.rpc_reply.as_ref().unwrap().success, "{reply:?}");
     assert!(reply.exception_details.is_none(), "{reply:?}");
     assert!(reply.log_index > 0);
@@ -543,7 +546,7 @@ async fn scm_s_pipelines_become_raft_groups_reported_led_or_followed_and_closed(
     );
 
     // A follower names the leader instead, as Ratis does.
-    let reply = ratis_echo(ratis, followed).await.unwrap();
+    let reply = ratis_echo(ratis, followed, 1).await.unwrap();
     assert!(!reply.rpc_reply.as_ref().unwrap().success);
     let Some(ExceptionDetails::NotLeaderException(not_leader)) = &reply.exception_details else {
         panic!("not a NotLeaderException: {reply:?}");
@@ -553,6 +556,53 @@ async fn scm_s_pipelines_become_raft_groups_reported_led_or_followed_and_closed(
     assert_eq!(leader.client_address, ratis.to_string());
     assert_eq!(not_leader.peers_in_conf.len(), 3);
 
+    // An apply that fails (an Echo to a container the node lacks) makes the DataNode ask SCM,
+    // once, to close the pipeline.
+    let failed = ratis_echo(ratis, led, 99).await.unwrap();
+    assert!(
+        matches!(
+            failed.exception_details,
+            Some(ExceptionDetails::StateMachineException(_))
+        ),
+        "{failed:?}"
+    );
+    let close_actions = |seen: &Mutex<Seen>| -> Vec<common::scm::proto::PipelineAction> {
+        seen.lock()
+            .unwrap()
+            .requests
+            .iter()
+            .filter_map(|r| r.send_heartbeat_request.as_ref()?.pipeline_actions.clone())
+            .flat_map(|a| a.pipeline_actions)
+            .collect()
+    };
+    until("a close action", Duration::from_secs(10), || {
+        !close_actions(&seen).is_empty()
+    })
+    .await;
+    let heartbeats = |seen: &Mutex<Seen>| {
+        let seen = seen.lock().unwrap();
+        seen.requests
+            .iter()
+            .filter(|r| r.send_heartbeat_request.is_some())
+            .count()
+    };
+    let then = heartbeats(&seen);
+    until("three more heartbeats", Duration::from_secs(10), || {
+        heartbeats(&seen) >= then + 3
+    })
+    .await;
+    let actions = close_actions(&seen);
+    assert_eq!(actions.len(), 1, "asked once: {actions:?}");
+    let info = actions[0].close_pipeline.as_ref().unwrap();
+    assert_eq!(
+        info.pipeline_id.id.as_deref(),
+        Some(led.to_string().as_str())
+    );
+    assert_eq!(
+        info.reason,
+        Some(common::scm::proto::close_pipeline_info::Reason::StatemachineTransactionFailed as i32)
+    );
+
     // closePipeline: the group is gone from the reports and from the port.
     seen.lock().unwrap().close = Some(followed);
     until(
@@ -561,7 +611,7 @@ async fn scm_s_pipelines_become_raft_groups_reported_led_or_followed_and_closed(
         || last_pipeline_report(&seen) == Some(vec![(led, true)]),
     )
     .await;
-    let status = ratis_echo(ratis, followed).await.unwrap_err();
+    let status = ratis_echo(ratis, followed, 1).await.unwrap_err();
     assert!(status.message().contains("not found"), "{status:?}");
     server.shutdown().await;
 }

@@ -34,6 +34,17 @@ pub struct Group {
 pub struct GroupReport {
     pub group: uuid::Uuid,
     pub is_leader: bool,
+    /// Why the DataNode asks SCM to close the pipeline, if it does: an apply failed, or a
+    /// chunk write failed and closed the log.
+    pub failure: Option<GroupFailure>,
+}
+
+/// A failure after which a DataNode asks SCM to close the pipeline (`XceiverServerRatis
+/// .handleApplyTransactionFailure`, `.handleNodeLogFailure`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupFailure {
+    ApplyTransaction,
+    Log,
 }
 
 /// Why `createPipelineCommand` added nothing.
@@ -110,6 +121,13 @@ impl RaftGroups {
             .map(|g| GroupReport {
                 group: g.sm.group(),
                 is_leader: g.sm.leader().is_none(),
+                failure: if g.sm.log_open().is_err() {
+                    Some(GroupFailure::Log)
+                } else if !g.sm.is_healthy() {
+                    Some(GroupFailure::ApplyTransaction)
+                } else {
+                    None
+                },
             })
             .collect();
         reports.sort_by_key(|r| r.group);

@@ -570,6 +570,11 @@ async fn write(
                 }
                 Err(e) => {
                     metrics.add(Counter::ApplyTransactionFails, 1);
+                    // As the DataNode logs it (`ContainerStateMachine.applyTransaction`).
+                    tracing::warn!(group = %sm.group(), index, command = ?cmd,
+                        result = ?common::proto::Result::try_from(resp.result).ok(),
+                        message = resp.message.as_deref().unwrap_or(""),
+                        "applyTransaction failed");
                     // The entry was logged: its reply names its index.
                     let mut reply = failure(sm, rpc, e);
                     reply.log_index = index;

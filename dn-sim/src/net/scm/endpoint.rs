@@ -6,7 +6,8 @@
 //! (an SCM that restarted or forgot the node).
 
 use super::reports::{
-    NodeIdentity, ReportedReplicas, layout_version, pipeline_reports, pipeline_uuid,
+    NodeIdentity, ReportedReplicas, layout_version, pipeline_actions, pipeline_reports,
+    pipeline_uuid,
 };
 use super::rpc::{RpcConnection, RpcError};
 use super::{ScmConfig, ScmStatus};
@@ -61,6 +62,8 @@ pub struct Endpoint {
     /// A pipeline changed: report it now rather than at the next tick (a DataNode triggers a
     /// heartbeat when it adds a group, `XceiverServerRatis.sendPipelineReport`).
     report_now: bool,
+    /// Failed groups SCM was asked to close (once each, as `isPipelineCloseInProgress` skips).
+    close_asked: std::collections::HashSet<uuid::Uuid>,
 }
 
 impl Endpoint {
@@ -84,6 +87,7 @@ impl Endpoint {
             statuses: Vec::new(),
             groups,
             report_now: false,
+            close_asked: Default::default(),
         }
     }
 
@@ -193,7 +197,7 @@ impl Endpoint {
                 extended_datanode_details: self.node.extended(),
                 node_report: self.node.node_report(&self.store),
                 container_report: self.replicas.full(&self.store, &self.uuid()),
-                pipeline_reports: pipeline_reports(self.groups.as_deref()),
+                pipeline_reports: pipeline_reports(&self.group_reports()),
                 data_node_layout_version: Some(layout_version()),
             }),
             ..Default::default()
@@ -241,6 +245,9 @@ impl Endpoint {
             )
         };
         let statuses = std::mem::take(&mut self.statuses);
+        let groups = self.group_reports();
+        let asked_before = self.close_asked.clone();
+        let actions = pipeline_actions(&groups, &mut self.close_asked, self.node.uuid);
         let request = ScmDatanodeRequest {
             cmd_type: Type::SendHeartbeat as i32,
             send_heartbeat_request: Some(ScmHeartbeatRequestProto {
@@ -256,8 +263,8 @@ impl Endpoint {
                     }]
                 },
                 container_actions: None,
-                pipeline_actions: None,
-                pipeline_reports: Some(pipeline_reports(self.groups.as_deref())),
+                pipeline_actions: actions,
+                pipeline_reports: Some(pipeline_reports(&groups)),
                 data_node_layout_version: Some(layout_version()),
                 // Only types with commands queued, as a real DataNode (HeartbeatEndpointTask):
                 // dn-sim queues none.
@@ -270,6 +277,7 @@ impl Endpoint {
             Err(e) => {
                 // Not delivered: report them with the next heartbeat.
                 self.statuses = statuses;
+                self.close_asked = asked_before;
                 // A full report is owed after a lost heartbeat (its changes may be lost too).
                 self.last_full_report = None;
                 return Err(e);
@@ -348,6 +356,7 @@ impl Endpoint {
                 if let (Some(groups), Some(id)) = (&self.groups, pipeline_uuid(&c.pipeline_id))
                     && groups.remove(&id)
                 {
+                    self.close_asked.remove(&id);
                     tracing::info!(pipeline = %id, "closed pipeline");
                 }
             }
@@ -379,6 +388,13 @@ impl Endpoint {
                 tracing::info!(command = ?other, "SCM command not executed by dn-sim");
             }
         }
+    }
+
+    fn group_reports(&self) -> Vec<crate::net::raft_groups::GroupReport> {
+        self.groups
+            .as_ref()
+            .map(|g| g.reports())
+            .unwrap_or_default()
     }
 
     fn uuid(&self) -> String {

@@ -255,13 +255,11 @@ impl ReportedReplicas {
 /// The pipeline report (`XceiverServerRatis.getPipelineReport`): each group SCM created, and
 /// whether this DataNode leads it.
 pub fn pipeline_reports(
-    groups: Option<&crate::net::raft_groups::RaftGroups>,
+    reports: &[crate::net::raft_groups::GroupReport],
 ) -> common::scm::proto::PipelineReportsProto {
     common::scm::proto::PipelineReportsProto {
-        pipeline_report: groups
-            .map(|g| g.reports())
-            .unwrap_or_default()
-            .into_iter()
+        pipeline_report: reports
+            .iter()
             .map(|r| {
                 #[allow(deprecated)] // (bytesWritten: left out, as the DataNode leaves it.)
                 common::scm::proto::PipelineReport {
@@ -272,6 +270,51 @@ pub fn pipeline_reports(
             })
             .collect(),
     }
+}
+
+/// The pipeline actions (`XceiverServerRatis.triggerPipelineClose`): CLOSE for each group in
+/// `reports` that failed and is not in `sent` (a DataNode asks once per pipeline while its close
+/// is in progress); the groups asked about are added to `sent`.
+pub fn pipeline_actions(
+    reports: &[crate::net::raft_groups::GroupReport],
+    sent: &mut std::collections::HashSet<uuid::Uuid>,
+    datanode: uuid::Uuid,
+) -> Option<common::scm::proto::PipelineActionsProto> {
+    use crate::net::raft_groups::GroupFailure;
+    use common::scm::proto::close_pipeline_info::Reason;
+    use common::scm::proto::{ClosePipelineInfo, PipelineAction, pipeline_action::Action};
+    let actions: Vec<PipelineAction> = reports
+        .iter()
+        .filter_map(|r| Some((r, r.failure?)))
+        .filter(|(r, _)| sent.insert(r.group))
+        .map(|(r, failure)| {
+            let role = if r.is_leader { "LEADER" } else { "FOLLOWER" };
+            let (reason, detail) = match failure {
+                GroupFailure::ApplyTransaction => (
+                    Reason::StatemachineTransactionFailed,
+                    format!(
+                        "Ratis Transaction failure in datanode {datanode} with role {role} \
+                         .Triggering pipeline close action."
+                    ),
+                ),
+                GroupFailure::Log => (
+                    Reason::PipelineLogFailed,
+                    "the chunk data of a log entry could not be written".to_owned(),
+                ),
+            };
+            PipelineAction {
+                action: Action::Close as i32,
+                close_pipeline: Some(ClosePipelineInfo {
+                    pipeline_id: pipeline_id_proto(r.group),
+                    reason: Some(reason as i32),
+                    detailed_reason: Some(detail),
+                }),
+            }
+        })
+        .collect();
+    (!actions.is_empty()).then_some(common::scm::proto::PipelineActionsProto {
+        pipeline_actions: actions,
+    })
 }
 
 /// `PipelineID.getProtobuf`: the UUID as a string and as two longs.
