@@ -356,6 +356,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             Arc::clone(admission.store()),
             Arc::clone(&scm),
             raft_groups.clone(),
+            Arc::clone(&admission),
         );
         background.push(tokio::spawn(endpoint.run()));
     }

@@ -62,6 +62,8 @@ pub struct Endpoint {
     /// A pipeline changed: report it now rather than at the next tick (a DataNode triggers a
     /// heartbeat when it adds a group, `XceiverServerRatis.sendPipelineReport`).
     report_now: bool,
+    /// The DataNode's metrics, which count SCM's commands (`CommandHandlerMetrics`).
+    admission: Arc<crate::sim::admission::Admission>,
     /// Failed groups SCM was asked to close (once each, as `isPipelineCloseInProgress` skips).
     close_asked: std::collections::HashSet<uuid::Uuid>,
 }
@@ -73,7 +75,20 @@ impl Endpoint {
         store: Arc<ContainerStore>,
         status: Arc<ScmStatus>,
         groups: Option<Arc<RaftGroups>>,
+        admission: Arc<crate::sim::admission::Admission>,
     ) -> Self {
+        // The queues' names carry SCM's host as Java's `getHostName` gives it: a loopback
+        // address resolves to `localhost`.
+        let host = config
+            .address
+            .rsplit_once(':')
+            .map_or(config.address.as_str(), |(h, _)| h)
+            .trim_matches(['[', ']']);
+        let host = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) if ip.is_loopback() => "localhost".to_owned(),
+            _ => host.to_owned(),
+        };
+        admission.metrics.datanode.commands.set_scm_host(host);
         Self {
             config,
             node,
@@ -88,6 +103,7 @@ impl Endpoint {
             groups,
             report_now: false,
             close_asked: Default::default(),
+            admission,
         }
     }
 
@@ -305,6 +321,18 @@ impl Endpoint {
         self.status.commands.fetch_add(1, Ordering::Relaxed);
         let kind =
             CommandType::try_from(command.command_type).unwrap_or(CommandType::UnknownScmCommand);
+        self.admission.metrics.datanode.commands.received(kind);
+        let started = Instant::now();
+        self.handle(kind, command);
+        // (Counted for every type; only the registered handlers' series are rendered.)
+        self.admission
+            .metrics
+            .datanode
+            .commands
+            .invoked(kind, started.elapsed());
+    }
+
+    fn handle(&mut self, kind: CommandType, command: ScmCommandProto) {
         match kind {
             CommandType::ReregisterCommand => {
                 tracing::info!("SCM asks to register again");
