@@ -9,6 +9,7 @@ use super::reports::{NodeIdentity, ReportedReplicas, layout_version};
 use super::rpc::{RpcConnection, RpcError};
 use super::{ScmConfig, ScmStatus};
 use crate::datanode::store::ContainerStore;
+use common::proto::container_data_proto::State as StoreState;
 use common::scm::proto::scm_command_proto::Type as CommandType;
 use common::scm::proto::{
     CommandQueueReportProto, CommandStatus, CommandStatusReportsProto,
@@ -21,6 +22,13 @@ use common::scm::proto::{
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// Now, ms since the epoch (command deadlines).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
 
 /// The one connection's user (simple authentication, as a DataNode without Kerberos).
 const USER: &str = "dn-sim";
@@ -266,19 +274,21 @@ impl Endpoint {
             return Err(SessionError::Incomplete("SendHeartbeat"));
         };
         for command in answer.commands {
-            self.execute(command);
+            self.execute(command).await;
         }
         Ok(())
     }
 
-    /// What the DataNode does with a command. Executed: reregister, setNodeOperationalState
-    /// (reported back in every heartbeat's details), refreshVolumeUsageInfo and
-    /// finalizeNewLayoutVersion (nothing to do: every heartbeat carries a fresh node report, and
-    /// the layout is already the newest). deleteBlocks is answered FAILED for every transaction,
-    /// as a DataNode that could not delete reports it. The others are not executed yet: the
-    /// container or pipeline simply never reports the change, which SCM treats as a DataNode that
-    /// has not got there (it retries or times out), listed in docs/deviations.md.
-    fn execute(&mut self, command: ScmCommandProto) {
+    /// What the DataNode does with a command (Ozone 2.2.0's command handlers). Executed:
+    /// reregister, setNodeOperationalState (reported back in every heartbeat's details),
+    /// refreshVolumeUsageInfo and finalizeNewLayoutVersion (nothing to do: every heartbeat carries
+    /// a fresh node report, and the layout is already the newest), closeContainer, deleteContainer
+    /// and deleteBlocks (see their functions), closePipeline (nothing to do for EC pipelines: they
+    /// have no Ratis group). The others are not executed: the container or pipeline simply never
+    /// reports the change, which SCM treats as a DataNode that has not got there (it retries or
+    /// times out), listed in docs/deviations.md. What changed reaches SCM in the next heartbeat's
+    /// incremental container report.
+    async fn execute(&mut self, command: ScmCommandProto) {
         self.status.commands.fetch_add(1, Ordering::Relaxed);
         let kind =
             CommandType::try_from(command.command_type).unwrap_or(CommandType::UnknownScmCommand);
@@ -298,33 +308,126 @@ impl Endpoint {
                 }
             }
             CommandType::RefreshVolumeUsageInfo | CommandType::FinalizeNewLayoutVersionCommand => {}
+            CommandType::ClosePipelineCommand => {
+                tracing::info!("SCM closes a pipeline (no Ratis group to remove for EC)");
+            }
+            CommandType::CloseContainerCommand => {
+                if let Some(c) = command.close_container_command_proto {
+                    self.close_container(c.container_id, c.force.unwrap_or(false));
+                }
+            }
+            CommandType::DeleteContainerCommand => {
+                if let Some(c) = command.delete_container_command_proto {
+                    let expired = command
+                        .deadline_ms_since_epoch
+                        .is_some_and(|d| d > 0 && now_ms() > d);
+                    if expired {
+                        tracing::info!(
+                            container = c.container_id,
+                            "delete container command past its deadline: not processed"
+                        );
+                    } else {
+                        self.delete_container(c.container_id, c.force).await;
+                    }
+                }
+            }
             CommandType::DeleteBlocksCommand => {
                 if let Some(c) = command.delete_blocks_command_proto {
-                    let results = c
-                        .deleted_blocks_transactions
-                        .iter()
-                        .map(|tx| DeleteBlockTransactionResult {
-                            tx_id: tx.tx_id,
-                            container_id: tx.container_id,
-                            success: false,
-                        })
-                        .collect();
-                    self.statuses.push(CommandStatus {
-                        cmd_id: c.cmd_id,
-                        status: CommandState::Failed as i32,
-                        r#type: kind as i32,
-                        msg: Some("dn-sim does not delete blocks".into()),
-                        block_deletion_ack: Some(ContainerBlocksDeletionAckProto {
-                            results,
-                            dn_id: self.uuid(),
-                        }),
-                    });
+                    let status = self.delete_blocks(c, kind);
+                    self.statuses.push(status);
                 }
             }
             other => {
                 self.status.not_executed.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(command = ?other, "SCM command not executed by dn-sim");
             }
+        }
+    }
+
+    /// closeContainer (`CloseContainerCommandHandler`): an unknown container is only logged; an
+    /// OPEN or CLOSING one becomes CLOSED with `force` (SCM sets it for every container that is
+    /// not RATIS: EC's), else QUASI_CLOSED (dn-sim's gRPC path hosts no Ratis pipeline to close
+    /// it through); a QUASI_CLOSED one becomes CLOSED with `force`. Writes then answer
+    /// CLOSED_CONTAINER_IO; reads go on.
+    fn close_container(&self, id: i64, force: bool) {
+        let Some(container) = self.store.get(id) else {
+            tracing::info!(
+                container = id,
+                "container does not exist in datanode: close container failed"
+            );
+            return;
+        };
+        let uuid = self.uuid();
+        let result = match (container.state(), force) {
+            (StoreState::QuasiClosed, false) | (StoreState::Closed, _) => Ok(()),
+            (StoreState::Open | StoreState::Closing | StoreState::QuasiClosed, true) => {
+                container.close(&uuid)
+            }
+            (StoreState::Open | StoreState::Closing, false) => container.quasi_close(&uuid),
+            (state, _) => {
+                tracing::debug!(container = id, ?state, "cannot close the container");
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => tracing::info!(container = id, force, state = ?container.state(),
+                "closed container for SCM"),
+            Err(e) => tracing::error!(container = id, error = %e.message, "can't close container"),
+        }
+    }
+
+    /// deleteContainer (`KeyValueHandler.deleteInternal`): without `force` an OPEN or non-empty
+    /// container stays (logged, as the DataNode's error); else it is removed with its data.
+    async fn delete_container(&self, id: i64, force: bool) {
+        let Some(container) = self.store.get(id) else {
+            return;
+        };
+        if let Err(e) = container.check_delete(force) {
+            tracing::error!(container = id, error = %e.message,
+                "exception occurred while deleting the container");
+            return;
+        }
+        self.store.remove_async(id).await;
+        tracing::info!(container = id, force, "deleted container for SCM");
+    }
+
+    /// deleteBlocks (`DeleteBlocksCommandHandler`): each transaction of a container the node
+    /// holds succeeds and becomes the container's `deleteTransactionId`; one of a container it
+    /// does not hold fails (CONTAINER_NOT_FOUND). The command is EXECUTED and its
+    /// `ContainerBlocksDeletionACK` rides the next heartbeat's command status report. The
+    /// blocks' data stays (a DataNode deletes it later, in its block-deleting service).
+    fn delete_blocks(
+        &self,
+        c: common::scm::proto::DeleteBlocksCommandProto,
+        kind: CommandType,
+    ) -> CommandStatus {
+        let results = c
+            .deleted_blocks_transactions
+            .iter()
+            .map(|tx| {
+                let success = match self.store.get(tx.container_id) {
+                    Some(container) => {
+                        container.note_delete_transaction(tx.tx_id);
+                        true
+                    }
+                    None => false,
+                };
+                DeleteBlockTransactionResult {
+                    tx_id: tx.tx_id,
+                    container_id: tx.container_id,
+                    success,
+                }
+            })
+            .collect();
+        CommandStatus {
+            cmd_id: c.cmd_id,
+            status: CommandState::Executed as i32,
+            r#type: kind as i32,
+            msg: None,
+            block_deletion_ack: Some(ContainerBlocksDeletionAckProto {
+                results,
+                dn_id: self.uuid(),
+            }),
         }
     }
 
