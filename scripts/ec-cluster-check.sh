@@ -8,25 +8,35 @@
 #  3. SCM lists each replica of the key's container the dn-sims reported (container reports);
 #  4. the real `ozone admin container close C`: SCM lists the container CLOSED once the dn-sims
 #     closed their replicas, and the key still reads back byte for byte;
-#  5. one dn-sim is killed: SCM lists it STALE, then DEAD (short intervals: stale 6 s, dead 12 s)
+#  5. one dn-sim is killed: SCM lists it STALE, then DEAD (short intervals: stale 6 s, dead 12 s
+#     with 1 s heartbeats)
 #     and the key still reads back from the other four (rs-3-2 survives two losses).
 # Exit 0 when all of that holds, 3 only when Maven Central is out of reach (scripts/lib.sh
 # harness_setup), 1 otherwise.
-# Usage: scripts/ec-cluster-check.sh [--keys N]   (DN_SIM=path to use a built dn-sim; KEEP_WORK=1
-# keeps the scratch directory: logs, outputs of every ozone command)
+# Usage: scripts/ec-cluster-check.sh [--keys N] [--nodes N] [--heartbeat Ns] [--ockg-only]
+#   --keys 20, --nodes 5 (dn-sim processes), --heartbeat 1s (theirs), --ockg-only: stop after
+#   ockg/ockv (a measurement, e.g. --nodes 100 --keys 500). DN_SIM=path uses a built dn-sim;
+#   KEEP_WORK=1 keeps the scratch directory (logs, the output of every ozone command).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 keys=20
+nodes=5
+ockg_only=0
+heartbeat=1s
 while [ $# -gt 0 ]; do
     case "$1" in
         --keys) keys="${2:?--keys needs a value}"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --nodes) nodes="${2:?--nodes needs a value}"; shift 2 ;;
+        --heartbeat) heartbeat="${2:?--heartbeat needs a value}"; shift 2 ;;
+        --ockg-only) ockg_only=1; shift ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "ec-cluster-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 case "$keys" in ''|*[!0-9]*|0) echo "ec-cluster-check.sh: --keys takes a positive number" >&2; exit 2 ;; esac
-nodes=5
+case "$nodes" in ''|*[!0-9]*|[0-4]) echo "ec-cluster-check.sh: --nodes takes a number of at least 5 (rs-3-2)" >&2; exit 2 ;; esac
+case "$heartbeat" in [1-9]s|[1-9][0-9]s) ;; *) echo "ec-cluster-check.sh: --heartbeat takes 1s..99s" >&2; exit 2 ;; esac
 . scripts/lib.sh
 harness_setup ec-cluster-check.sh 2.2.0 || exit $?
 harness_setup ec-cluster-check.sh 2.2.0 --freon || exit $?
@@ -40,13 +50,13 @@ fail() { echo "ec-cluster-check.sh: $*" >&2; exit 1; }
 work="$(mktemp -d)"
 fifo="$work/stdin"
 mkfifo "$fifo"
-# Heartbeats every second; SCM marks a node STALE after 6 s and DEAD after 12 s of silence (SCM
-# raises the stale interval to 5 x ozone.scm.heartbeat.thread.interval and 3 x
-# hdds.heartbeat.interval, the dead one to 2 x stale: HddsServerUtil, Ozone 2.2.0). SCM sends
+# SCM marks a node STALE after 6 and DEAD after 12 heartbeat intervals of silence (SCM raises
+# the stale interval to 5 x ozone.scm.heartbeat.thread.interval and 3 x hdds.heartbeat.interval,
+# the dead one to 2 x stale: HddsServerUtil, Ozone 2.2.0). SCM sends
 # closeContainer ozone.scm.close.container.wait.duration (150 s) after a container starts closing.
 scripts/real-cluster.sh --conf-out "$work/ozone-site.xml" \
-    -D hdds.heartbeat.interval=1s -D ozone.scm.stale.node.interval=6s \
-    -D ozone.scm.dead.node.interval=12s -D ozone.scm.heartbeat.thread.interval=1s \
+    -D hdds.heartbeat.interval="$heartbeat" -D ozone.scm.stale.node.interval="$((6 * ${heartbeat%s}))s" \
+    -D ozone.scm.dead.node.interval="$((12 * ${heartbeat%s}))s" -D ozone.scm.heartbeat.thread.interval=1s \
     -D ozone.scm.close.container.wait.duration=2s \
     <"$fifo" >"$work/out" 2>"$work/cluster.log" &
 cluster=$!
@@ -75,12 +85,12 @@ echo "OM and SCM of Ozone 2.2.0 up; SCM's DataNode port $scm"
 
 for i in $(seq 1 "$nodes"); do
     start_dn_sim "$work/ready-$i" "$dn_sim" --scm "$scm" --capacity 100GB --store memory \
-        -D hdds.heartbeat.interval=1s -D hdds.container.report.interval=10s \
+        -D hdds.heartbeat.interval="$heartbeat" -D hdds.container.report.interval=10s \
         >"$work/dn-$i.log" 2>&1 || { tail -5 "$work/dn-$i.log" >&2; exit 1; }
     pids+=("$dn_pid")
 done
 list=""
-deadline=$(( $(date +%s) + 60 ))
+deadline=$(( $(date +%s) + 60 + nodes ))
 while [ "$(date +%s)" -lt "$deadline" ]; do
     list="$(curl -sf "$url" || true)"
     [ "$(grep -c ' IN_SERVICE HEALTHY ' <<<"$list" || true)" = "$nodes" ] && break
@@ -130,6 +140,7 @@ if [ "$status" != 0 ] || ! grep -q "^Successful executions: $keys" "$work/ockv.t
     fail "freon ockv did not read back $keys keys (exit $status)"
 fi
 echo "freon ockv: $keys keys read back with the first key's digest"
+[ "$ockg_only" = 1 ] && exit 0
 
 # 2. ozone sh key put/get of 100 MB, byte for byte.
 head -c 100M /dev/urandom >"$work/big"
@@ -165,7 +176,7 @@ print(c["containerInfo"]["state"], ",".join(reps))' 2>"$work/$1.replicas")
 container_info cinfo-1
 echo "container $container: $state; SCM's replicas, as the dn-sims reported them:"
 cat "$work/cinfo-1.replicas"
-[ "$(tr ',' '\n' <<<"$replicas" | grep -c .)" = "$nodes" ] || fail "SCM does not list $nodes replicas of container $container"
+[ "$(tr ',' '\n' <<<"$replicas" | grep -c .)" = 5 ] || fail "SCM does not list 5 replicas of container $container"
 [ "$(tr ',' '\n' <<<"$replicas" | cut -d: -f2 | sort -n | tr '\n' ' ')" = "1 2 3 4 5 " ] || fail "the replicas of container $container lack indexes 1..5"
 
 # 4. ozone admin container close: SCM lists it CLOSED (the dn-sims closed their replicas and
