@@ -140,6 +140,9 @@ if [ "$status" != 0 ] || ! grep -q "^Successful executions: $keys" "$work/ockv.t
     fail "freon ockv did not read back $keys keys (exit $status)"
 fi
 echo "freon ockv: $keys keys read back with the first key's digest"
+# Resident memory of the dn-sim processes now (the data they hold included).
+for p in "${pids[@]}"; do awk '/^VmRSS:/ {print $2}' "/proc/$p/status"; done |
+    awk '{s += $1; if ($1 > m) m = $1} END {printf "dn-sim RSS after ockv: mean %.1f MiB, max %.1f MiB over %d processes\n", s / NR / 1024, m / 1024, NR}'
 [ "$ockg_only" = 1 ] && exit 0
 
 # 2. ozone sh key put/get of 100 MB, byte for byte.
