@@ -8,11 +8,16 @@ use common::hrpc::proto::rpc_response_header_proto::RpcStatusProto;
 use common::hrpc::proto::{
     IpcConnectionContextProto, RequestHeaderProto, RpcRequestHeaderProto, RpcResponseHeaderProto,
 };
+use common::proto::container_data_proto::State as StoreState;
+use common::scm::proto::command_status::Status as CommandState;
+use common::scm::proto::container_replica_proto::State as ReplicaState;
 use common::scm::proto::scm_command_proto::Type as CommandType;
 use common::scm::proto::scm_registered_response_proto::ErrorCode;
 use common::scm::proto::{
-    ScmCommandProto, ScmDatanodeRequest, ScmDatanodeResponse, ScmHeartbeatResponseProto,
-    ScmRegisteredResponseProto, ScmVersionResponseProto, Status, Type,
+    CloseContainerCommandProto, ContainerReplicaProto, DeleteBlocksCommandProto,
+    DeleteContainerCommandProto, DeletedBlocksTransaction, PipelineId, ScmCommandProto,
+    ScmDatanodeRequest, ScmDatanodeResponse, ScmHeartbeatResponseProto, ScmRegisteredResponseProto,
+    ScmVersionResponseProto, Status, Type,
 };
 use dn_sim::net::scm::ScmConfig;
 use prost::Message;
@@ -29,6 +34,8 @@ struct Seen {
     requests: Vec<ScmDatanodeRequest>,
     /// A pipeline the test wants closed: sent with the next heartbeat's answer.
     close: Option<uuid::Uuid>,
+    /// Commands the next heartbeat's answer carries (then forgotten).
+    to_send: Vec<ScmCommandProto>,
 }
 
 /// How the fake SCM answers.
@@ -230,7 +237,10 @@ async fn serve_connection(mut s: TcpStream, seen: Arc<Mutex<Seen>>, mode: Mode) 
                 }
                 response.send_heartbeat_response = Some(ScmHeartbeatResponseProto {
                     datanode_uuid: String::new(),
-                    commands,
+                    commands: {
+                        commands.extend(std::mem::take(&mut seen.lock().unwrap().to_send));
+                        commands
+                    },
                     term: None,
                 })
             }
@@ -613,5 +623,148 @@ async fn scm_s_pipelines_become_raft_groups_reported_led_or_followed_and_closed(
     .await;
     let status = ratis_echo(ratis, followed, 1).await.unwrap_err();
     assert!(status.message().contains("not found"), "{status:?}");
+    server.shutdown().await;
+}
+
+/// The newest report SCM heard of each container, full or incremental, in order.
+fn replica_states(seen: &Seen) -> std::collections::BTreeMap<i64, ContainerReplicaProto> {
+    let mut last = std::collections::BTreeMap::new();
+    for r in &seen.requests {
+        if let Some(reg) = &r.register_request {
+            for c in &reg.container_report.reports {
+                last.insert(c.container_id, c.clone());
+            }
+        }
+        if let Some(hb) = &r.send_heartbeat_request {
+            for c in hb.container_report.iter().flat_map(|f| &f.reports) {
+                last.insert(c.container_id, c.clone());
+            }
+            for c in hb
+                .incremental_container_report
+                .iter()
+                .flat_map(|i| &i.report)
+            {
+                last.insert(c.container_id, c.clone());
+            }
+        }
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_delete_and_delete_blocks_commands_are_executed_and_reported() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = fake_scm(listener, Mode::Honest { reregister_at: 0 }).await;
+    let mut cfg = config(addr.to_string());
+    cfg.containers = "1-4".parse().unwrap();
+    // Full reports only at registration: what follows must come in incremental ones.
+    cfg.scm.as_mut().unwrap().container_report_interval = Duration::from_secs(3600);
+    let server = dn_sim::start(cfg).await.unwrap();
+    let store = Arc::clone(server.admission().store());
+    let status = Arc::clone(server.scm_status());
+    until("registered", Duration::from_secs(10), || {
+        status.heartbeats.load(Ordering::Relaxed) >= 1
+    })
+    .await;
+    let pipeline = || PipelineId {
+        id: Some("00000000-0000-0000-0000-000000000001".into()),
+        ..Default::default()
+    };
+    let close = |id: i64, force: bool| ScmCommandProto {
+        command_type: CommandType::CloseContainerCommand as i32,
+        close_container_command_proto: Some(CloseContainerCommandProto {
+            container_id: id,
+            pipeline_id: pipeline(),
+            cmd_id: 100 + id,
+            force: Some(force),
+        }),
+        ..Default::default()
+    };
+    let delete = |id: i64, force: bool| ScmCommandProto {
+        command_type: CommandType::DeleteContainerCommand as i32,
+        delete_container_command_proto: Some(DeleteContainerCommandProto {
+            container_id: id,
+            cmd_id: 200 + id,
+            force,
+            replica_index: None,
+        }),
+        ..Default::default()
+    };
+    let tx = |tx_id: i64, container_id: i64| DeletedBlocksTransaction {
+        tx_id,
+        container_id,
+        local_id: vec![1, 2],
+        ..Default::default()
+    };
+    seen.lock().unwrap().to_send = vec![
+        close(1, true),
+        close(2, false),
+        close(99, true),
+        // OPEN: a delete without force is refused, the container stays.
+        delete(3, false),
+        ScmCommandProto {
+            command_type: CommandType::DeleteBlocksCommand as i32,
+            delete_blocks_command_proto: Some(DeleteBlocksCommandProto {
+                deleted_blocks_transactions: vec![tx(7, 1), tx(8, 99)],
+                cmd_id: 300,
+            }),
+            ..Default::default()
+        },
+    ];
+    until("the commands executed", Duration::from_secs(10), || {
+        let seen = seen.lock().unwrap();
+        let r = replica_states(&seen);
+        r.get(&1).map(|c| (c.state, c.delete_transaction_id))
+            == Some((ReplicaState::Closed as i32, Some(7)))
+            && r.get(&2).map(|c| c.state) == Some(ReplicaState::QuasiClosed as i32)
+    })
+    .await;
+    assert_eq!(store.get(3).unwrap().state(), StoreState::Open);
+    assert!(
+        store.get(99).is_none(),
+        "closing an unknown container creates none"
+    );
+    {
+        let seen = seen.lock().unwrap();
+        let statuses: Vec<_> = seen
+            .requests
+            .iter()
+            .filter_map(|r| r.send_heartbeat_request.as_ref())
+            .flat_map(|h| &h.command_status_reports)
+            .flat_map(|c| &c.cmd_status)
+            .collect();
+        assert_eq!(
+            statuses.len(),
+            1,
+            "one status, for deleteBlocks: {statuses:?}"
+        );
+        assert_eq!(statuses[0].cmd_id, 300);
+        assert_eq!(statuses[0].status, CommandState::Executed as i32);
+        let ack = statuses[0].block_deletion_ack.as_ref().unwrap();
+        assert_eq!(ack.dn_id, "6a1f8bd2-0d2c-4a8e-9a59-3c7d3a1c0b01");
+        let results: Vec<_> = ack
+            .results
+            .iter()
+            .map(|r| (r.tx_id, r.container_id, r.success))
+            .collect();
+        assert_eq!(results, vec![(7, 1, true), (8, 99, false)]);
+    }
+
+    // A closed container refuses writes and still serves reads (the gRPC path's checks).
+    let closed = store.get(1).unwrap();
+    assert!(closed.check_open().is_err());
+
+    // Forced deletes remove containers 3 and 2; SCM hears DELETED for both.
+    seen.lock().unwrap().to_send = vec![delete(3, true), delete(2, true)];
+    until("the deletions reported", Duration::from_secs(10), || {
+        let r = replica_states(&seen.lock().unwrap());
+        [2, 3]
+            .iter()
+            .all(|id| r.get(id).map(|c| c.state) == Some(ReplicaState::Deleted as i32))
+    })
+    .await;
+    assert!(store.get(2).is_none() && store.get(3).is_none());
+    assert!(store.get(1).is_some() && store.get(4).is_some());
     server.shutdown().await;
 }

@@ -13,6 +13,7 @@ use super::rpc::{RpcConnection, RpcError};
 use super::{ScmConfig, ScmStatus};
 use crate::datanode::store::ContainerStore;
 use crate::net::raft_groups::RaftGroups;
+use common::proto::container_data_proto::State as StoreState;
 use common::scm::proto::scm_command_proto::Type as CommandType;
 use common::scm::proto::{
     CommandQueueReportProto, CommandStatus, CommandStatusReportsProto,
@@ -25,6 +26,13 @@ use common::scm::proto::{
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// Now, ms since the epoch (command deadlines).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
 
 /// The one connection's user (simple authentication, as a DataNode without Kerberos).
 const USER: &str = "dn-sim";
@@ -304,26 +312,27 @@ impl Endpoint {
             return Err(SessionError::Incomplete("SendHeartbeat"));
         };
         for command in answer.commands {
-            self.execute(command);
+            self.execute(command).await;
         }
         Ok(())
     }
 
-    /// What the DataNode does with a command. Executed: reregister, setNodeOperationalState
-    /// (reported back in every heartbeat's details), createPipeline and closePipeline (the Ratis
-    /// port's groups, reported in pipeline reports), refreshVolumeUsageInfo and
-    /// finalizeNewLayoutVersion (nothing to do: every heartbeat carries a fresh node report, and
-    /// the layout is already the newest). deleteBlocks is answered FAILED for every transaction,
-    /// as a DataNode that could not delete reports it. The others are not executed yet: the
-    /// container or pipeline simply never reports the change, which SCM treats as a DataNode that
-    /// has not got there (it retries or times out), listed in docs/deviations.md.
-    fn execute(&mut self, command: ScmCommandProto) {
+    /// What the DataNode does with a command (Ozone 2.2.0's command handlers). Executed:
+    /// reregister, setNodeOperationalState (reported back in every heartbeat's details),
+    /// refreshVolumeUsageInfo and finalizeNewLayoutVersion (nothing to do: every heartbeat carries
+    /// a fresh node report, and the layout is already the newest), closeContainer, deleteContainer
+    /// and deleteBlocks (see their functions), createPipeline and closePipeline (the Ratis port's
+    /// groups, reported in pipeline reports; an EC pipeline has no group). The others are not executed: the container or pipeline simply never
+    /// reports the change, which SCM treats as a DataNode that has not got there (it retries or
+    /// times out), listed in docs/deviations.md. What changed reaches SCM in the next heartbeat's
+    /// incremental container report.
+    async fn execute(&mut self, command: ScmCommandProto) {
         self.status.commands.fetch_add(1, Ordering::Relaxed);
         let kind =
             CommandType::try_from(command.command_type).unwrap_or(CommandType::UnknownScmCommand);
         self.admission.metrics.datanode.commands.received(kind);
         let started = Instant::now();
-        self.handle(kind, command);
+        self.handle(kind, command).await;
         // (Counted for every type; only the registered handlers' series are rendered.)
         self.admission
             .metrics
@@ -332,7 +341,7 @@ impl Endpoint {
             .invoked(kind, started.elapsed());
     }
 
-    fn handle(&mut self, kind: CommandType, command: ScmCommandProto) {
+    async fn handle(&mut self, kind: CommandType, command: ScmCommandProto) {
         match kind {
             CommandType::ReregisterCommand => {
                 tracing::info!("SCM asks to register again");
@@ -388,27 +397,36 @@ impl Endpoint {
                     tracing::info!(pipeline = %id, "closed pipeline");
                 }
             }
+            CommandType::CloseContainerCommand => {
+                if let Some(c) = command.close_container_command_proto {
+                    // A RATIS container closes through its pipeline's Raft group when this node
+                    // hosts it (`XceiverServerRatis.isExist`): CLOSED on every replica.
+                    let through_raft = match (&self.groups, pipeline_uuid(&c.pipeline_id)) {
+                        (Some(groups), Some(id)) => groups.get(&id).is_some_and(|g| g.from_scm),
+                        _ => false,
+                    };
+                    self.close_container(c.container_id, c.force.unwrap_or(false) || through_raft);
+                }
+            }
+            CommandType::DeleteContainerCommand => {
+                if let Some(c) = command.delete_container_command_proto {
+                    let expired = command
+                        .deadline_ms_since_epoch
+                        .is_some_and(|d| d > 0 && now_ms() > d);
+                    if expired {
+                        tracing::info!(
+                            container = c.container_id,
+                            "delete container command past its deadline: not processed"
+                        );
+                    } else {
+                        self.delete_container(c.container_id, c.force).await;
+                    }
+                }
+            }
             CommandType::DeleteBlocksCommand => {
                 if let Some(c) = command.delete_blocks_command_proto {
-                    let results = c
-                        .deleted_blocks_transactions
-                        .iter()
-                        .map(|tx| DeleteBlockTransactionResult {
-                            tx_id: tx.tx_id,
-                            container_id: tx.container_id,
-                            success: false,
-                        })
-                        .collect();
-                    self.statuses.push(CommandStatus {
-                        cmd_id: c.cmd_id,
-                        status: CommandState::Failed as i32,
-                        r#type: kind as i32,
-                        msg: Some("dn-sim does not delete blocks".into()),
-                        block_deletion_ack: Some(ContainerBlocksDeletionAckProto {
-                            results,
-                            dn_id: self.uuid(),
-                        }),
-                    });
+                    let status = self.delete_blocks(c, kind);
+                    self.statuses.push(status);
                 }
             }
             other => {
@@ -423,6 +441,93 @@ impl Endpoint {
             .as_ref()
             .map(|g| g.reports())
             .unwrap_or_default()
+    }
+
+    /// closeContainer (`CloseContainerCommandHandler`): an unknown container is only logged; an
+    /// OPEN or CLOSING one becomes CLOSED with `force` (SCM sets it for every container that is
+    /// not RATIS: EC's) or when its RATIS pipeline's group is hosted here (the close goes through
+    /// Raft), else QUASI_CLOSED; a QUASI_CLOSED one becomes CLOSED with `force`. Writes then answer
+    /// CLOSED_CONTAINER_IO; reads go on.
+    fn close_container(&self, id: i64, force: bool) {
+        let Some(container) = self.store.get(id) else {
+            tracing::info!(
+                container = id,
+                "container does not exist in datanode: close container failed"
+            );
+            return;
+        };
+        let uuid = self.uuid();
+        let result = match (container.state(), force) {
+            (StoreState::QuasiClosed, false) | (StoreState::Closed, _) => Ok(()),
+            (StoreState::Open | StoreState::Closing | StoreState::QuasiClosed, true) => {
+                container.close(&uuid)
+            }
+            (StoreState::Open | StoreState::Closing, false) => container.quasi_close(&uuid),
+            (state, _) => {
+                tracing::debug!(container = id, ?state, "cannot close the container");
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => tracing::info!(container = id, force, state = ?container.state(),
+                "closed container for SCM"),
+            Err(e) => tracing::error!(container = id, error = %e.message, "can't close container"),
+        }
+    }
+
+    /// deleteContainer (`KeyValueHandler.deleteInternal`): without `force` an OPEN or non-empty
+    /// container stays (logged, as the DataNode's error); else it is removed with its data.
+    async fn delete_container(&self, id: i64, force: bool) {
+        let Some(container) = self.store.get(id) else {
+            return;
+        };
+        if let Err(e) = container.check_delete(force) {
+            tracing::error!(container = id, error = %e.message,
+                "exception occurred while deleting the container");
+            return;
+        }
+        self.store.remove_async(id).await;
+        tracing::info!(container = id, force, "deleted container for SCM");
+    }
+
+    /// deleteBlocks (`DeleteBlocksCommandHandler`): each transaction of a container the node
+    /// holds succeeds and becomes the container's `deleteTransactionId`; one of a container it
+    /// does not hold fails (CONTAINER_NOT_FOUND). The command is EXECUTED and its
+    /// `ContainerBlocksDeletionACK` rides the next heartbeat's command status report. The
+    /// blocks' data stays (a DataNode deletes it later, in its block-deleting service).
+    fn delete_blocks(
+        &self,
+        c: common::scm::proto::DeleteBlocksCommandProto,
+        kind: CommandType,
+    ) -> CommandStatus {
+        let results = c
+            .deleted_blocks_transactions
+            .iter()
+            .map(|tx| {
+                let success = match self.store.get(tx.container_id) {
+                    Some(container) => {
+                        container.note_delete_transaction(tx.tx_id);
+                        true
+                    }
+                    None => false,
+                };
+                DeleteBlockTransactionResult {
+                    tx_id: tx.tx_id,
+                    container_id: tx.container_id,
+                    success,
+                }
+            })
+            .collect();
+        CommandStatus {
+            cmd_id: c.cmd_id,
+            status: CommandState::Executed as i32,
+            r#type: kind as i32,
+            msg: None,
+            block_deletion_ack: Some(ContainerBlocksDeletionAckProto {
+                results,
+                dn_id: self.uuid(),
+            }),
+        }
     }
 
     fn uuid(&self) -> String {

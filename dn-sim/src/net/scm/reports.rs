@@ -187,7 +187,7 @@ pub fn replica(container: &Container, origin: &str) -> Option<ContainerReplicaPr
         write_count: Some(0),
         read_bytes: Some(0),
         write_bytes: Some(0),
-        delete_transaction_id: Some(0),
+        delete_transaction_id: Some(container.delete_transaction_id()),
         block_commit_sequence_id: Some(container.bcs_id()),
         origin_node_id: Some(origin.to_owned()),
         replica_index: Some(container.replica_index()),
