@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Keys in EC on simulated DataNodes (Ozone 2.2.0): starts OM and SCM (scripts/real-cluster.sh)
+# Keys in EC and RATIS on simulated DataNodes (Ozone 2.2.0): starts OM and SCM (scripts/real-cluster.sh)
 # and five dn-sim processes with `--scm` (memory store: the data is kept), then
 #  1. the real `ozone freon ockg` writes keys into an EC rs-3-2-1024k bucket and `ozone freon
 #     ockv` reads every one back (each must match the first's digest); prints ockg's rate;
@@ -8,7 +8,10 @@
 #  3. SCM lists each replica of the key's container the dn-sims reported (container reports);
 #  4. the real `ozone admin container close C`: SCM lists the container CLOSED once the dn-sims
 #     closed their replicas, and the key still reads back byte for byte;
-#  5. one dn-sim is killed: SCM lists it STALE, then DEAD (short intervals: stale 6 s, dead 12 s
+#  5. RATIS/THREE: ockg/ockv into a RATIS/THREE bucket through the Raft groups SCM created on the
+#     dn-sims, then `ozone admin container create --type RATIS --replication THREE` and the real
+#     `freon dn-echo --ratis --container-id C` over Ratis to its leader (200 of 200);
+#  6. one dn-sim is killed: SCM lists it STALE, then DEAD (short intervals: stale 6 s, dead 12 s
 #     with 1 s heartbeats)
 #     and the key still reads back from the other four (rs-3-2 survives two losses).
 # Exit 0 when all of that holds, 3 only when Maven Central is out of reach (scripts/lib.sh
@@ -195,7 +198,43 @@ done
 get_and_compare 2 "after the container closed"
 echo "ozone admin container close $container: SCM lists it CLOSED; the key reads back identical"
 
-# 5. A dn-sim with a data replica (index 1) stops: STALE, then DEAD, and EC reads still work.
+# 5. RATIS/THREE: SCM created Raft groups on the dn-sims (createPipeline) and opened the pipelines
+# once each group's members reported them, one as leader. ockg/ockv write and read keys through
+# them; `ozone admin container create` makes a RATIS/THREE container through SCM and its leader,
+# and the real `freon dn-echo --ratis` echoes to it over Ratis.
+run_ozone sh-ratis "$sh_main" bucket create --type RATIS --replication THREE /vol1/ratisbucket \
+    || { cat "$work/sh-ratis.txt" >&2; fail "ozone sh bucket create (RATIS/THREE) failed"; }
+status=0
+start=$(date +%s.%N)
+run_ozone ockg-ratis "$freon_main" ockg -v vol1 -b ratisbucket -p ratis -n "$keys" -t 4 -s 1MB \
+    --type RATIS --replication THREE || status=$?
+took="$(awk -v now="$(date +%s.%N)" -v t0="$start" 'BEGIN { printf "%.1f", now - t0 }')"
+if [ "$status" != 0 ] || ! grep -q "^Successful executions: $keys" "$work/ockg-ratis.txt"; then
+    tail -40 "$work/ockg-ratis.txt" >&2
+    fail "freon ockg into RATIS/THREE did not write $keys keys (exit $status)"
+fi
+echo "freon ockg (Ozone 2.2.0): $keys keys of 1 MB into /vol1/ratisbucket (RATIS/THREE) in $took s"
+status=0
+run_ozone ockv-ratis "$freon_main" ockv -v vol1 -b ratisbucket -p ratis -n "$keys" -t 4 || status=$?
+if [ "$status" != 0 ] || ! grep -q "^Successful executions: $keys" "$work/ockv-ratis.txt"; then
+    tail -40 "$work/ockv-ratis.txt" >&2
+    fail "freon ockv did not read back $keys RATIS/THREE keys (exit $status)"
+fi
+echo "freon ockv: $keys RATIS/THREE keys read back with the first key's digest"
+run_ozone create-ratis "$admin_main" container create --type RATIS --replication THREE \
+    || { cat "$work/create-ratis.txt" >&2; fail "ozone admin container create (RATIS/THREE) failed"; }
+ratis_container="$(grep -oE 'Container [0-9]+ is created' "$work/create-ratis.txt" | awk '{print $2}')"
+[ -n "$ratis_container" ] || { cat "$work/create-ratis.txt" >&2; fail "no container id from ozone admin container create"; }
+status=0
+run_ozone echo-ratis "$freon_main" dn-echo --ratis --container-id "$ratis_container" -n 200 -t 4 || status=$?
+grep -E 'Successful executions|Failures' "$work/echo-ratis.txt" || true
+if [ "$status" != 0 ] || ! grep -q '^Successful executions: 200' "$work/echo-ratis.txt" || ! grep -q '^Failures: 0' "$work/echo-ratis.txt"; then
+    tail -40 "$work/echo-ratis.txt" >&2
+    fail "freon dn-echo --ratis on RATIS/THREE container $ratis_container did not answer 200 of 200"
+fi
+echo "freon dn-echo --ratis --container-id $ratis_container (RATIS/THREE, through SCM): 200 of 200 answered"
+
+# 6. A dn-sim with a data replica (index 1) stops: STALE, then DEAD, and EC reads still work.
 victim_uuid="$(tr ',' '\n' <<<"$replicas" | awk -F: '$2 == 1 {print $1}')"
 victim=""
 for i in $(seq 1 "$nodes"); do
