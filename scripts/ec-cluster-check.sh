@@ -16,8 +16,12 @@
 #     and the key still reads back from the other four (rs-3-2 survives two losses).
 # Exit 0 when all of that holds, 3 only when Maven Central is out of reach (scripts/lib.sh
 # harness_setup), 1 otherwise.
-# Usage: scripts/ec-cluster-check.sh [--keys N] [--nodes N] [--heartbeat Ns] [--ockg-only]
-#   --keys 20, --nodes 5 (dn-sim processes), --heartbeat 1s (theirs), --ockg-only: stop after
+# With --mixed, a mixed cluster instead: one real Ozone 2.2.0 DataNode (in the cluster's JVM)
+# beside N-1 dn-sims; steps 1-3 only (EC keys across both; SCM must list a replica of the key's
+# container on the real DataNode and on dn-sims). RATIS pipelines are not mixed: dn-sims do not
+# speak Raft to a real DataNode.
+# Usage: scripts/ec-cluster-check.sh [--keys N] [--nodes N] [--heartbeat Ns] [--ockg-only|--mixed]
+#   --keys 20, --nodes 5 (DataNodes), --heartbeat 1s (theirs), --ockg-only: stop after
 #   ockg/ockv (a measurement, e.g. --nodes 100 --keys 500). DN_SIM=path uses a built dn-sim;
 #   KEEP_WORK=1 keeps the scratch directory (logs, the output of every ozone command).
 set -euo pipefail
@@ -26,6 +30,7 @@ cd "$root"
 keys=20
 nodes=5
 ockg_only=0
+mixed=0
 heartbeat=1s
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -33,6 +38,7 @@ while [ $# -gt 0 ]; do
         --nodes) nodes="${2:?--nodes needs a value}"; shift 2 ;;
         --heartbeat) heartbeat="${2:?--heartbeat needs a value}"; shift 2 ;;
         --ockg-only) ockg_only=1; shift ;;
+        --mixed) mixed=1; shift ;;
         -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "ec-cluster-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -57,7 +63,9 @@ mkfifo "$fifo"
 # the stale interval to 5 x ozone.scm.heartbeat.thread.interval and 3 x hdds.heartbeat.interval,
 # the dead one to 2 x stale: HddsServerUtil, Ozone 2.2.0). SCM sends
 # closeContainer ozone.scm.close.container.wait.duration (150 s) after a container starts closing.
-scripts/real-cluster.sh --conf-out "$work/ozone-site.xml" \
+real=()
+[ "$mixed" = 1 ] && real=(--datanodes 1)
+scripts/real-cluster.sh --conf-out "$work/ozone-site.xml" "${real[@]}" \
     -D hdds.heartbeat.interval="$heartbeat" -D ozone.scm.stale.node.interval="$((6 * ${heartbeat%s}))s" \
     -D ozone.scm.dead.node.interval="$((12 * ${heartbeat%s}))s" -D ozone.scm.heartbeat.thread.interval=1s \
     -D ozone.scm.close.container.wait.duration=2s \
@@ -86,7 +94,8 @@ url="$(awk '/^nodes /{print $2}' "$work/out")"
 [ -n "$scm" ] && [ -n "$url" ] || fail "no scm line within 300 s"
 echo "OM and SCM of Ozone 2.2.0 up; SCM's DataNode port $scm"
 
-for i in $(seq 1 "$nodes"); do
+sims=$((nodes - mixed))
+for i in $(seq 1 "$sims"); do
     start_dn_sim "$work/ready-$i" "$dn_sim" --scm "$scm" --capacity 100GB --store memory \
         -D hdds.heartbeat.interval="$heartbeat" -D hdds.container.report.interval=10s \
         >"$work/dn-$i.log" 2>&1 || { tail -5 "$work/dn-$i.log" >&2; exit 1; }
@@ -100,7 +109,17 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
     sleep 0.5
 done
 [ "$(grep -c ' IN_SERVICE HEALTHY ' <<<"$list" || true)" = "$nodes" ] || { echo "$list" >&2; fail "SCM does not list $nodes HEALTHY nodes within 60 s"; }
-echo "SCM lists $nodes dn-sim nodes HEALTHY"
+real_uuid=""
+if [ "$mixed" = 1 ]; then
+    # The real DataNode: the node no dn-sim's log names.
+    for u in $(awk '{print $1}' <<<"$list"); do
+        cat "$work"/dn-*.log | grep -q "$u" || real_uuid=$u
+    done
+    [ -n "$real_uuid" ] || fail "no node in SCM's list is the real DataNode"
+    echo "SCM lists $nodes nodes HEALTHY: the real DataNode $real_uuid and $sims dn-sims"
+else
+    echo "SCM lists $nodes dn-sim nodes HEALTHY"
+fi
 
 . scripts/lib/real-datanode.sh
 # A real `ozone` command (freon, sh, admin) on freon's classpath, output in $work/NAME.txt;
@@ -184,6 +203,11 @@ echo "container $container: $state; SCM's replicas, as the dn-sims reported them
 cat "$work/cinfo-1.replicas"
 [ "$(tr ',' '\n' <<<"$replicas" | grep -c .)" = 5 ] || fail "SCM does not list 5 replicas of container $container"
 [ "$(tr ',' '\n' <<<"$replicas" | cut -d: -f2 | sort -n | tr '\n' ' ')" = "1 2 3 4 5 " ] || fail "the replicas of container $container lack indexes 1..5"
+if [ "$mixed" = 1 ]; then
+    grep -q "$real_uuid" <<<"$replicas" || fail "no replica of container $container on the real DataNode"
+    echo "mixed cluster: container $container has a replica on the real DataNode and four on dn-sims"
+    exit 0
+fi
 
 # 4. ozone admin container close: SCM lists it CLOSED (the dn-sims closed their replicas and
 # reported them), the key still reads back.
