@@ -60,6 +60,10 @@ pub struct Endpoint {
     op_expiry: i64,
     /// Command statuses not yet reported (deleteBlocks's only, as a real DataNode's).
     statuses: Vec<CommandStatus>,
+    /// A command changed a container or left a status: heartbeat now rather than at the next
+    /// tick, as a real DataNode triggers a heartbeat for an incremental report
+    /// (`StateContext.addIncrementalReport`, `triggerHeartbeat`).
+    heartbeat_now: bool,
 }
 
 impl Endpoint {
@@ -80,6 +84,7 @@ impl Endpoint {
             op_state: None,
             op_expiry: 0,
             statuses: Vec::new(),
+            heartbeat_now: false,
         }
     }
 
@@ -132,7 +137,9 @@ impl Endpoint {
             let mut tick = tokio::time::interval(self.config.heartbeat_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while self.registered {
-                tick.tick().await;
+                if !std::mem::take(&mut self.heartbeat_now) {
+                    tick.tick().await;
+                }
                 if let Err(e) = self.heartbeat(&mut conn).await {
                     return e;
                 }
@@ -286,8 +293,8 @@ impl Endpoint {
     /// and deleteBlocks (see their functions), closePipeline (nothing to do for EC pipelines: they
     /// have no Ratis group). The others are not executed: the container or pipeline simply never
     /// reports the change, which SCM treats as a DataNode that has not got there (it retries or
-    /// times out), listed in docs/deviations.md. What changed reaches SCM in the next heartbeat's
-    /// incremental container report.
+    /// times out), listed in docs/deviations.md. What changed reaches SCM in an incremental
+    /// container report at once: the next heartbeat goes without waiting for its tick.
     async fn execute(&mut self, command: ScmCommandProto) {
         self.status.commands.fetch_add(1, Ordering::Relaxed);
         let kind =
@@ -314,6 +321,7 @@ impl Endpoint {
             CommandType::CloseContainerCommand => {
                 if let Some(c) = command.close_container_command_proto {
                     self.close_container(c.container_id, c.force.unwrap_or(false));
+                    self.heartbeat_now = true;
                 }
             }
             CommandType::DeleteContainerCommand => {
@@ -328,6 +336,7 @@ impl Endpoint {
                         );
                     } else {
                         self.delete_container(c.container_id, c.force).await;
+                        self.heartbeat_now = true;
                     }
                 }
             }
@@ -335,6 +344,7 @@ impl Endpoint {
                 if let Some(c) = command.delete_blocks_command_proto {
                     let status = self.delete_blocks(c, kind);
                     self.statuses.push(status);
+                    self.heartbeat_now = true;
                 }
             }
             other => {
