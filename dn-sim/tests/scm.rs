@@ -768,3 +768,44 @@ async fn close_delete_and_delete_blocks_commands_are_executed_and_reported() {
     assert!(store.get(1).is_some() && store.get(4).is_some());
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_container_is_reported_without_waiting_for_the_next_heartbeat() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = fake_scm(listener, Mode::Honest { reregister_at: 0 }).await;
+    seen.lock().unwrap().to_send = vec![ScmCommandProto {
+        command_type: CommandType::CloseContainerCommand as i32,
+        close_container_command_proto: Some(CloseContainerCommandProto {
+            container_id: 1,
+            pipeline_id: PipelineId::default(),
+            cmd_id: 1,
+            force: Some(true),
+        }),
+        ..Default::default()
+    }];
+    let mut cfg = config(addr.to_string());
+    // The first heartbeat goes at once and brings the command; the next tick is 60 s away.
+    cfg.scm.as_mut().unwrap().heartbeat_interval = Duration::from_secs(60);
+    let server = dn_sim::start(cfg).await.unwrap();
+    until(
+        "container 1 reported CLOSED well before the next tick",
+        Duration::from_secs(10),
+        || {
+            replica_states(&seen.lock().unwrap())
+                .get(&1)
+                .map(|c| c.state)
+                == Some(ReplicaState::Closed as i32)
+        },
+    )
+    .await;
+    let heartbeats = seen
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|r| r.send_heartbeat_request.is_some())
+        .count();
+    assert_eq!(heartbeats, 2, "the tick's heartbeat and the triggered one");
+    server.shutdown().await;
+}

@@ -67,13 +67,15 @@ pub struct Endpoint {
     /// The Ratis port's groups (none without a Ratis port): what createPipeline and
     /// closePipeline change and pipeline reports list.
     groups: Option<Arc<RaftGroups>>,
-    /// A pipeline changed: report it now rather than at the next tick (a DataNode triggers a
-    /// heartbeat when it adds a group, `XceiverServerRatis.sendPipelineReport`).
-    report_now: bool,
     /// The DataNode's metrics, which count SCM's commands (`CommandHandlerMetrics`).
     admission: Arc<crate::sim::admission::Admission>,
     /// Failed groups SCM was asked to close (once each, as `isPipelineCloseInProgress` skips).
     close_asked: std::collections::HashSet<uuid::Uuid>,
+    /// A command changed a container or left a status: heartbeat now rather than at the next
+    /// tick, as a real DataNode triggers a heartbeat for an incremental report
+    /// (`StateContext.addIncrementalReport`, `triggerHeartbeat`), or a pipeline was added (a
+    /// DataNode triggers a heartbeat then, `XceiverServerRatis.sendPipelineReport`).
+    heartbeat_now: bool,
 }
 
 impl Endpoint {
@@ -109,9 +111,9 @@ impl Endpoint {
             op_expiry: 0,
             statuses: Vec::new(),
             groups,
-            report_now: false,
             close_asked: Default::default(),
             admission,
+            heartbeat_now: false,
         }
     }
 
@@ -164,7 +166,7 @@ impl Endpoint {
             let mut tick = tokio::time::interval(self.config.heartbeat_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while self.registered {
-                if !std::mem::take(&mut self.report_now) {
+                if !std::mem::take(&mut self.heartbeat_now) {
                     tick.tick().await;
                 }
                 if let Err(e) = self.heartbeat(&mut conn).await {
@@ -322,10 +324,10 @@ impl Endpoint {
     /// refreshVolumeUsageInfo and finalizeNewLayoutVersion (nothing to do: every heartbeat carries
     /// a fresh node report, and the layout is already the newest), closeContainer, deleteContainer
     /// and deleteBlocks (see their functions), createPipeline and closePipeline (the Ratis port's
-    /// groups, reported in pipeline reports; an EC pipeline has no group). The others are not executed: the container or pipeline simply never
-    /// reports the change, which SCM treats as a DataNode that has not got there (it retries or
-    /// times out), listed in docs/deviations.md. What changed reaches SCM in the next heartbeat's
-    /// incremental container report.
+    /// groups, reported in pipeline reports; an EC pipeline has no group). The others are not
+    /// executed: the container or pipeline simply never reports the change, which SCM treats as a DataNode that has not got there (it retries or
+    /// times out), listed in docs/deviations.md. What changed reaches SCM in an incremental
+    /// container report at once: the next heartbeat goes without waiting for its tick.
     async fn execute(&mut self, command: ScmCommandProto) {
         self.status.commands.fetch_add(1, Ordering::Relaxed);
         let kind =
@@ -377,12 +379,12 @@ impl Endpoint {
                 }
                 match groups.add_from_scm(id, &c.datanode, &c.priority) {
                     Ok(()) => {
-                        self.report_now = true;
+                        self.heartbeat_now = true;
                         tracing::info!(pipeline = %id, members = c.datanode.len(),
                             "created pipeline");
                     }
                     // Already there: a repeated command (SCM resends until it hears).
-                    Err(crate::net::raft_groups::AddError::Exists(_)) => self.report_now = true,
+                    Err(crate::net::raft_groups::AddError::Exists(_)) => self.heartbeat_now = true,
                     Err(e) => tracing::warn!(error = %e, "cannot create pipeline"),
                 }
             }
@@ -406,6 +408,7 @@ impl Endpoint {
                         _ => false,
                     };
                     self.close_container(c.container_id, c.force.unwrap_or(false) || through_raft);
+                    self.heartbeat_now = true;
                 }
             }
             CommandType::DeleteContainerCommand => {
@@ -420,6 +423,7 @@ impl Endpoint {
                         );
                     } else {
                         self.delete_container(c.container_id, c.force).await;
+                        self.heartbeat_now = true;
                     }
                 }
             }
@@ -427,6 +431,7 @@ impl Endpoint {
                 if let Some(c) = command.delete_blocks_command_proto {
                     let status = self.delete_blocks(c, kind);
                     self.statuses.push(status);
+                    self.heartbeat_now = true;
                 }
             }
             other => {
