@@ -20,7 +20,7 @@
 # beside N-1 dn-sims; steps 1-3 only (EC keys across both; SCM must list a replica of the key's
 # container on the real DataNode and on dn-sims). RATIS pipelines are not mixed: dn-sims do not
 # speak Raft to a real DataNode.
-# Usage: scripts/ec-cluster-check.sh [--keys N] [--nodes N] [--heartbeat Ns] [--ockg-only|--mixed]
+# Usage: scripts/cluster-check.sh [--keys N] [--nodes N] [--heartbeat Ns] [--ockg-only|--mixed]
 #   --keys 20, --nodes 5 (DataNodes), --heartbeat 1s (theirs), --ockg-only: stop after
 #   ockg/ockv (a measurement, e.g. --nodes 100 --keys 500). DN_SIM=path uses a built dn-sim;
 #   KEEP_WORK=1 keeps the scratch directory (logs, the output of every ozone command).
@@ -40,21 +40,21 @@ while [ $# -gt 0 ]; do
         --ockg-only) ockg_only=1; shift ;;
         --mixed) mixed=1; shift ;;
         -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "ec-cluster-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+        *) echo "cluster-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-case "$keys" in ''|*[!0-9]*|0) echo "ec-cluster-check.sh: --keys takes a positive number" >&2; exit 2 ;; esac
-case "$nodes" in ''|*[!0-9]*|[0-4]) echo "ec-cluster-check.sh: --nodes takes a number of at least 5 (rs-3-2)" >&2; exit 2 ;; esac
-case "$heartbeat" in [1-9]s|[1-9][0-9]s) ;; *) echo "ec-cluster-check.sh: --heartbeat takes 1s..99s" >&2; exit 2 ;; esac
+case "$keys" in ''|*[!0-9]*|0) echo "cluster-check.sh: --keys takes a positive number" >&2; exit 2 ;; esac
+case "$nodes" in ''|*[!0-9]*|[0-4]) echo "cluster-check.sh: --nodes takes a number of at least 5 (rs-3-2)" >&2; exit 2 ;; esac
+case "$heartbeat" in [1-9]s|[1-9][0-9]s) ;; *) echo "cluster-check.sh: --heartbeat takes 1s..99s" >&2; exit 2 ;; esac
 . scripts/lib.sh
-harness_setup ec-cluster-check.sh 2.2.0 || exit $?
-harness_setup ec-cluster-check.sh 2.2.0 --freon || exit $?
+harness_setup cluster-check.sh 2.2.0 || exit $?
+harness_setup cluster-check.sh 2.2.0 --freon || exit $?
 dn_sim="${DN_SIM:-}"
 if [ -z "$dn_sim" ]; then
     cargo build -q --locked -p dn-sim
     dn_sim=target/debug/dn-sim
 fi
-fail() { echo "ec-cluster-check.sh: $*" >&2; exit 1; }
+fail() { echo "cluster-check.sh: $*" >&2; exit 1; }
 
 work="$(mktemp -d)"
 fifo="$work/stdin"
