@@ -153,6 +153,8 @@ stage exp-throttling-quick --needs build -- scripts/exp-throttling.sh --quick
 stage exp-throttling-write-quick --needs build -- env WORKLOAD=write NAME=exp-throttling-write scripts/exp-throttling.sh --quick
 stage conformance --needs build -- conformance
 stage scm-cluster --needs build -- env DN_SIM=target/debug/dn-sim scripts/scm-cluster-check.sh
+stage cluster --needs build -- env DN_SIM=target/debug/dn-sim scripts/cluster-check.sh
+stage mixed-cluster --needs build -- env DN_SIM=target/debug/dn-sim scripts/cluster-check.sh --mixed --keys 10
 stage real-datanode-smoke --needs build -- env LOADGEN=target/debug/loadgen scripts/real-datanode-smoke.sh
 stage java-client-check --needs build -- java_client_check
 stage bench-vs-freon-short --needs build -- bench_vs_freon_short

@@ -44,8 +44,10 @@ pub struct ContainerMetrics {
     /// Hadoop's MutableRate reports it (0.0 for an interval without samples).
     previous: Mutex<Vec<(u64, u64)>>,
     /// The Raft groups the Ratis port hosts, their `CSMMetrics` and Ratis's own metrics
-    /// (registered once at start; only a scrape reads the list).
+    /// (registered at start and when SCM creates a pipeline; only a scrape reads the list).
     groups: Mutex<Vec<GroupMetrics>>,
+    /// SCM's commands (`CommandHandlerMetrics`, `DatanodeQueueMetrics`).
+    pub commands: crate::datanode::command_metrics::CommandMetrics,
 }
 
 type GroupMetrics = (
@@ -67,6 +69,7 @@ impl ContainerMetrics {
             in_flight: AtomicI64::new(0),
             previous: Mutex::new(vec![(0, 0); MAX_TYPE + 1]),
             groups: Mutex::new(Vec::new()),
+            commands: crate::datanode::command_metrics::CommandMetrics::default(),
         }
     }
 
@@ -81,6 +84,15 @@ impl ContainerMetrics {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((csm, ratis));
+    }
+
+    /// Stops rendering a group's metrics (its pipeline closed: Ozone unregisters `CSMMetrics`
+    /// when the group is removed).
+    pub fn unregister_group(&self, csm: &std::sync::Arc<crate::datanode::csm_metrics::CsmMetrics>) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(c, _)| !std::sync::Arc::ptr_eq(c, csm));
     }
 
     fn dn(&self, t: Type) -> &DnType {
@@ -227,6 +239,7 @@ impl ContainerMetrics {
             csm.render_into(self.version, host, &mut put);
             ratis.render_into(&mut put);
         }
+        self.commands.render_into(host, &mut put);
         put(
             "hdds_dispatcher_concurrency".into(),
             "counter",

@@ -38,11 +38,19 @@ pub struct StateMachineError {
     pub message: String,
 }
 
-/// One Raft group this DataNode is the (only) member of.
+/// One Raft group this DataNode is a member of: the only member of a group given at start, or
+/// one of the members SCM named in `createPipelineCommand`.
 pub struct ContainerStateMachine {
     group: uuid::Uuid,
     /// This DataNode as a Raft peer: its id is the DataNode's UUID string (`replyId`).
     peer: RaftPeerProto,
+    /// The group's other members (none in a one-node group). dn-sim has no Raft between
+    /// DataNodes: a leader commits alone and reports the others at its own commit index, as if
+    /// they had replicated at once; they store nothing (docs/deviations.md).
+    others: Vec<RaftPeerProto>,
+    /// The member that leads the group when it is not this DataNode (it then answers writes,
+    /// reads and watches with `NotLeaderException`, as a Ratis follower does).
+    leader: Option<RaftPeerProto>,
     /// The last log index handed out (0: the log is empty).
     last_index: AtomicU64,
     commit_index: tokio::sync::watch::Sender<u64>,
@@ -62,6 +70,18 @@ pub struct ContainerStateMachine {
 impl ContainerStateMachine {
     /// The group `group` on the DataNode `datanode_uuid`, its client port at `address`.
     pub fn new(group: uuid::Uuid, datanode_uuid: &str, address: String) -> Self {
+        Self::member(group, datanode_uuid, address, Vec::new(), None)
+    }
+
+    /// This DataNode's share of a group with `others` as its other members, led by `leader`
+    /// (`None`: this DataNode leads).
+    pub fn member(
+        group: uuid::Uuid,
+        datanode_uuid: &str,
+        address: String,
+        others: Vec<RaftPeerProto>,
+        leader: Option<RaftPeerProto>,
+    ) -> Self {
         Self {
             group,
             peer: RaftPeerProto {
@@ -70,6 +90,8 @@ impl ContainerStateMachine {
                 client_address: address,
                 ..Default::default()
             },
+            others,
+            leader,
             last_index: AtomicU64::new(0),
             commit_index: tokio::sync::watch::Sender::new(0),
             healthy: AtomicBool::new(true),
@@ -96,6 +118,18 @@ impl ContainerStateMachine {
     /// The DataNode's id as the `replyId` of every reply.
     pub fn peer_id(&self) -> &bytes::Bytes {
         &self.peer.id
+    }
+
+    /// Every member of the group, this DataNode first.
+    pub fn peers(&self) -> Vec<RaftPeerProto> {
+        std::iter::once(self.peer.clone())
+            .chain(self.others.iter().cloned())
+            .collect()
+    }
+
+    /// The member that leads the group, when it is not this DataNode.
+    pub fn leader(&self) -> Option<&RaftPeerProto> {
+        self.leader.as_ref()
     }
 
     pub fn is_healthy(&self) -> bool {
@@ -279,12 +313,17 @@ impl ContainerStateMachine {
             .expect("the sender lives in self")
     }
 
-    /// The `commitInfos` of a reply: this peer and its commit index.
+    /// The `commitInfos` of a reply: each member and its commit index (the others at this
+    /// peer's, as the `others` field says).
     pub fn commit_infos(&self) -> Vec<CommitInfoProto> {
-        vec![CommitInfoProto {
-            server: Some(self.peer.clone()),
-            commit_index: self.commit_index(),
-        }]
+        let commit_index = self.commit_index();
+        std::iter::once(&self.peer)
+            .chain(&self.others)
+            .map(|peer| CommitInfoProto {
+                server: Some(peer.clone()),
+                commit_index,
+            })
+            .collect()
     }
 
     /// The `rpcReply` header answering `request` (`requestorId`, group and call ids echoed).

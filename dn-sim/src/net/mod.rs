@@ -4,14 +4,16 @@
 //! resets for `--fault reset`), [`inflight_budget`] (`--max-inflight-bytes`), [`health`]
 //! (`grpc.health.v1`) and [`admin`] (`/prom`, `/metrics`, `/config`).
 //!
-//! [`ratis_service`] (9858) and [`ratis_admin`] (9857) are the Ratis ports; [`scm`] is the client
-//! of SCM (`--scm`): registration and heartbeats over Hadoop RPC.
+//! [`ratis_service`] (9858) and [`ratis_admin`] (9857) are the Ratis ports, serving the Raft groups
+//! of [`raft_groups`] (given at start, or created and closed by SCM); [`scm`] is the client of SCM
+//! (`--scm`): registration, heartbeats and SCM's commands over Hadoop RPC.
 
 pub mod admin;
 pub mod connection;
 pub mod grpc_service;
 pub mod health;
 pub mod inflight_budget;
+pub mod raft_groups;
 pub mod ratis_admin;
 pub mod ratis_service;
 pub mod reset;

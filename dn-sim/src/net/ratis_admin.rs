@@ -15,17 +15,17 @@ use common::ratis::proto::grpc::admin_protocol_service_server::AdminProtocolServ
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
-use crate::datanode::state_machine::ContainerStateMachine;
+use crate::net::raft_groups::RaftGroups;
 
 pub struct RatisAdmin {
-    /// The hosted groups, in the order the flags named them.
-    groups: Vec<Arc<ContainerStateMachine>>,
+    /// The hosted groups.
+    groups: Arc<RaftGroups>,
     /// This DataNode's id as a Raft peer (`replyId`).
     peer: bytes::Bytes,
 }
 
 impl RatisAdmin {
-    pub fn new(groups: Vec<Arc<ContainerStateMachine>>, peer: &str) -> Self {
+    pub fn new(groups: Arc<RaftGroups>, peer: &str) -> Self {
         Self {
             groups,
             peer: bytes::Bytes::copy_from_slice(peer.as_bytes()),
@@ -114,6 +114,7 @@ impl AdminProtocolService for RatisAdmin {
             rpc_reply: Some(self.reply_header(request.rpc_request.as_ref())),
             group_id: self
                 .groups
+                .machines()
                 .iter()
                 .map(|sm| RaftGroupIdProto {
                     id: common::ratis::id_bytes(sm.group()),
@@ -122,7 +123,7 @@ impl AdminProtocolService for RatisAdmin {
         }))
     }
 
-    /// `RaftServerImpl.getGroupInfo`: the group, its one peer, this server the leader. An unknown
+    /// `RaftServerImpl.getGroupInfo`: the group, its members, this server's role. An unknown
     /// group is Ratis's `GroupMismatchException`.
     async fn group_info(
         &self,
@@ -136,12 +137,18 @@ impl AdminProtocolService for RatisAdmin {
             .group_id
             .as_ref()
             .and_then(|g| common::ratis::id_from_bytes(&g.id));
-        let Some(sm) = self.groups.iter().find(|sm| Some(sm.group()) == wanted) else {
+        let Some(group) = wanted.and_then(|id| self.groups.get(&id)) else {
             let group = request.group_id.map(|g| g.id).unwrap_or_default();
             return Err(crate::net::ratis_service::group_mismatch(
                 std::str::from_utf8(&self.peer).unwrap_or_default(),
                 &group,
             ));
+        };
+        let sm = &group.sm;
+        let role = if sm.leader().is_some() {
+            RaftPeerRole::Follower
+        } else {
+            RaftPeerRole::Leader
         };
         Ok(Response::new(GroupInfoReplyProto {
             rpc_reply: Some(self.reply_header(request.rpc_request.as_ref())),
@@ -149,11 +156,11 @@ impl AdminProtocolService for RatisAdmin {
                 group_id: Some(RaftGroupIdProto {
                     id: common::ratis::id_bytes(sm.group()),
                 }),
-                peers: vec![sm.peer().clone()],
+                peers: sm.peers(),
             }),
             role: Some(RoleInfoProto {
                 self_: Some(sm.peer().clone()),
-                role: RaftPeerRole::Leader as i32,
+                role: role as i32,
                 ..Default::default()
             }),
             is_raft_storage_healthy: true,

@@ -16,21 +16,21 @@
 
 use crate::datanode::ratis_metrics::Call;
 use crate::datanode::state_machine::{ContainerStateMachine, Lookup, StateMachineError};
+use crate::net::raft_groups::{Group, RaftGroups};
 use crate::sim::admission::{Admission, Executor, Outcome};
-use crate::sim::raft::{GroupExecutors, RaftModel, log_entry_bytes};
+use crate::sim::raft::{RaftModel, log_entry_bytes};
 use crate::sim::rng::RngFactory;
 use common::proto::Type;
 use common::ratis::proto::common::raft_client_reply_proto::ExceptionDetails;
 use common::ratis::proto::common::raft_client_request_proto::Type as RequestType;
 use common::ratis::proto::common::{
-    ClientMessageEntryProto, RaftClientReplyProto, RaftClientRequestProto, RaftRpcRequestProto,
-    StateMachineExceptionProto,
+    ClientMessageEntryProto, NotLeaderExceptionProto, RaftClientReplyProto, RaftClientRequestProto,
+    RaftPeerProto, RaftRpcRequestProto, StateMachineExceptionProto,
 };
 use common::ratis::proto::grpc::raft_client_protocol_service_server::RaftClientProtocolService;
 use futures_util::StreamExt as _;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered};
 use prost::Message as _;
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -49,7 +49,7 @@ pub struct RatisService {
 
 struct Inner {
     admission: Arc<Admission>,
-    groups: HashMap<uuid::Uuid, Group>,
+    groups: Arc<RaftGroups>,
     /// The log's device and the chunk writers, one for the DataNode.
     raft: Arc<RaftModel>,
     /// `raft.grpc.message.size.max`: a request over it ends its stream.
@@ -62,29 +62,16 @@ struct Inner {
     streams: std::sync::atomic::AtomicU64,
 }
 
-/// A hosted group: its state machine and the executors its commands are applied on.
-struct Group {
-    sm: Arc<ContainerStateMachine>,
-    executors: GroupExecutors,
-}
-
 impl RatisService {
-    /// The port of a DataNode hosting `machines`' groups.
+    /// The port of a DataNode hosting `groups`.
     pub fn new(
         admission: Arc<Admission>,
-        machines: Vec<Arc<ContainerStateMachine>>,
+        groups: Arc<RaftGroups>,
         raft: Arc<RaftModel>,
         message_size_max: usize,
         rngs: RngFactory,
         peer: String,
     ) -> Self {
-        let groups = machines
-            .into_iter()
-            .map(|sm| {
-                let executors = raft.group_executors();
-                (sm.group(), Group { sm, executors })
-            })
-            .collect();
         Self {
             inner: Arc::new(Inner {
                 admission,
@@ -316,6 +303,13 @@ async fn handle(
     else {
         return Err(group_mismatch(&inner.peer, &group_bytes));
     };
+    // A follower refuses what only the leader serves (`RaftServerImpl.checkLeaderState`); a
+    // stale read any member serves.
+    if let Some(leader) = group.sm.leader()
+        && !matches!(request.r#type, Some(RequestType::StaleRead(_)))
+    {
+        return Ok(not_leader(&group.sm, &rpc, leader));
+    }
     // Ratis times and counts a call from here, its group found (`submitClientRequestAsync`),
     // to its reply, whatever the reply.
     let started = Instant::now();
@@ -327,7 +321,7 @@ async fn handle(
         _ => None,
     };
     let mut thrown = false;
-    let result = call_group(&inner, group, &rpc, &request, &mut thrown).await;
+    let result = call_group(&inner, &group, &rpc, &request, &mut thrown).await;
     // A write that throws before its future exists (`writeAsync`: the command does not parse,
     // the log is closed) is neither timed nor counted: the timer's context never stops.
     if let Some(call) = call.filter(|_| !thrown) {
@@ -576,6 +570,11 @@ async fn write(
                 }
                 Err(e) => {
                     metrics.add(Counter::ApplyTransactionFails, 1);
+                    // As the DataNode logs it (`ContainerStateMachine.applyTransaction`).
+                    tracing::warn!(group = %sm.group(), index, command = ?cmd,
+                        result = ?common::proto::Result::try_from(resp.result).ok(),
+                        message = resp.message.as_deref().unwrap_or(""),
+                        "applyTransaction failed");
                     // The entry was logged: its reply names its index.
                     let mut reply = failure(sm, rpc, e);
                     reply.log_index = index;
@@ -649,6 +648,26 @@ impl<'a> PendingWrite<'a> {
 impl Drop for PendingWrite<'_> {
     fn drop(&mut self) {
         self.0.pending_write(-1);
+    }
+}
+
+/// A follower's reply: `NotLeaderException` with the leader and the group's members, from which
+/// the Ratis client retries on the leader (`RaftServerImpl.generateNotLeaderException`).
+fn not_leader(
+    sm: &ContainerStateMachine,
+    rpc: &RaftRpcRequestProto,
+    leader: &RaftPeerProto,
+) -> RaftClientReplyProto {
+    RaftClientReplyProto {
+        rpc_reply: Some(sm.reply_header(rpc, false)),
+        exception_details: Some(ExceptionDetails::NotLeaderException(
+            NotLeaderExceptionProto {
+                suggested_leader: Some(leader.clone()),
+                peers_in_conf: sm.peers(),
+            },
+        )),
+        commit_infos: sm.commit_infos(),
+        ..Default::default()
     }
 }
 

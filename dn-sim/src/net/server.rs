@@ -316,9 +316,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         let budget = Arc::clone(&budget);
         admission.metrics.on_scrape(move || budget.refresh());
     }
-    let (ratis_addr, ratis_admin_addr) = match config.ratis_listen {
+    let (ratis_addr, ratis_admin_addr, raft_groups) = match config.ratis_listen {
         Some(addr) => start_ratis(&config, addr, &admission, &mut background).await?,
-        None => (None, None),
+        None => (None, None, None),
     };
     let scm = Arc::new(crate::net::scm::ScmStatus::default());
     if let Some(scm_config) = &config.scm {
@@ -355,6 +355,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
             node,
             Arc::clone(admission.store()),
             Arc::clone(&scm),
+            raft_groups.clone(),
+            Arc::clone(&admission),
         );
         background.push(tokio::spawn(endpoint.run()));
     }
@@ -382,14 +384,18 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
 }
 
 /// Binds the Ratis client port and serves it (plain text, the DataNode's HTTP/2 limits) until
-/// the process ends: a task of `background`.
+/// the process ends: a task of `background`. Returns its address, the admin port's, and the
+/// hosted groups (which SCM's commands change).
 async fn start_ratis(
     config: &Config,
     addr: SocketAddr,
     admission: &Arc<Admission>,
     background: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> anyhow::Result<(Option<SocketAddr>, Option<SocketAddr>)> {
-    use crate::datanode::state_machine::ContainerStateMachine;
+) -> anyhow::Result<(
+    Option<SocketAddr>,
+    Option<SocketAddr>,
+    Option<Arc<crate::net::raft_groups::RaftGroups>>,
+)> {
     use common::ratis::proto::grpc::raft_client_protocol_service_server::RaftClientProtocolServiceServer;
     let incoming = crate::net::connection::bind(addr, config.connections.so_backlog)
         .map(TcpIncoming::from)
@@ -398,21 +404,16 @@ async fn start_ratis(
     let bound = incoming.local_addr()?;
     let raft =
         Arc::new(crate::sim::raft::RaftModel::new(&config.raft).context("--raft-log-bandwidth")?);
-    let machines: Vec<Arc<ContainerStateMachine>> = config
-        .pipelines
-        .iter()
-        .map(|&group| {
-            let sm = ContainerStateMachine::new(group, &config.datanode_uuid, bound.to_string());
-            admission
-                .metrics
-                .datanode
-                .register_group(Arc::clone(&sm.metrics), Arc::clone(&sm.ratis_metrics));
-            Arc::new(sm)
-        })
-        .collect();
+    let groups = Arc::new(crate::net::raft_groups::RaftGroups::new(
+        &config.pipelines,
+        &config.datanode_uuid,
+        bound.to_string(),
+        Arc::clone(&raft),
+        Arc::clone(admission),
+    ));
     let admin_addr = match config.ratis_admin_listen {
         Some(addr) => Some(
-            start_ratis_admin(config, addr, machines.clone(), background)
+            start_ratis_admin(config, addr, Arc::clone(&groups), background)
                 .with_context(|| format!("cannot listen on {addr} (--ratis-admin-listen)"))?,
         ),
         None => None,
@@ -420,7 +421,7 @@ async fn start_ratis(
     let service =
         RaftClientProtocolServiceServer::new(crate::net::ratis_service::RatisService::new(
             Arc::clone(admission),
-            machines,
+            Arc::clone(&groups),
             raft,
             config.raft.message_size_max,
             RngFactory::new(config.seed).fork("ratis"),
@@ -437,14 +438,14 @@ async fn start_ratis(
             tracing::error!("Ratis listener failed: {e}");
         }
     }));
-    Ok((Some(bound), admin_addr))
+    Ok((Some(bound), admin_addr, Some(groups)))
 }
 
-/// Binds the Ratis admin port and serves `AdminProtocolService` for `machines`' groups.
+/// Binds the Ratis admin port and serves `AdminProtocolService` for the hosted groups.
 fn start_ratis_admin(
     config: &Config,
     addr: SocketAddr,
-    machines: Vec<Arc<crate::datanode::state_machine::ContainerStateMachine>>,
+    groups: Arc<crate::net::raft_groups::RaftGroups>,
     background: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> anyhow::Result<SocketAddr> {
     use common::ratis::proto::grpc::admin_protocol_service_server::AdminProtocolServiceServer;
@@ -453,7 +454,7 @@ fn start_ratis_admin(
         .with_nodelay(Some(true));
     let bound = incoming.local_addr()?;
     let service = AdminProtocolServiceServer::new(crate::net::ratis_admin::RatisAdmin::new(
-        machines,
+        groups,
         &config.datanode_uuid,
     ));
     let router = crate::net::connection::http2_limits(Server::builder(), &config.connections)

@@ -16,7 +16,7 @@ use common::proto::{
     DatanodeBlockId, KeyValue, Result as OzoneResult,
 };
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// One container of the store.
@@ -33,6 +33,9 @@ pub struct Container {
     bcs_id: AtomicU64,
     /// The EC replica index (`CreateContainer.replicaIndex`; 0 = not an EC replica).
     replica_index: i32,
+    /// The newest block-deletion transaction SCM sent for it (`deleteTransactionId`; in memory
+    /// only).
+    delete_tx_id: AtomicI64,
     /// Bytes this container reserved from the store's capacity (released on delete).
     held: AtomicU64,
     /// Bytes this container charged to the store's metadata account (released on delete).
@@ -144,6 +147,7 @@ impl Container {
             block_count: AtomicU64::new(0),
             bcs_id: AtomicU64::new(0),
             replica_index,
+            delete_tx_id: AtomicI64::new(0),
             held: AtomicU64::new(0),
             meta_held: AtomicU64::new(charged),
             committed: RwLock::default(),
@@ -209,6 +213,7 @@ impl Container {
             block_count: AtomicU64::new(r.block_count),
             bcs_id: AtomicU64::new(r.bcs_id),
             replica_index: r.descriptor.replica_index,
+            delete_tx_id: AtomicI64::new(0),
             held: AtomicU64::new(held),
             meta_held: AtomicU64::new(charged),
             metadata_cost: AtomicU64::new(metadata_cost),
@@ -302,6 +307,16 @@ impl Container {
     /// The EC replica index (0: not an EC replica).
     pub fn replica_index(&self) -> i32 {
         self.replica_index
+    }
+
+    /// The newest block-deletion transaction recorded (`deleteTransactionId`, 0: none).
+    pub fn delete_transaction_id(&self) -> i64 {
+        self.delete_tx_id.load(Ordering::Acquire)
+    }
+
+    /// Records a block-deletion transaction SCM sent (keeps the newest).
+    pub fn note_delete_transaction(&self, tx_id: i64) {
+        self.delete_tx_id.fetch_max(tx_id, Ordering::AcqRel);
     }
 
     /// `BlockUtils.verifyReplicaIdx` (GetBlock, ReadChunk, ReadBlock): an EC container answers
@@ -584,6 +599,46 @@ impl Container {
                 result,
                 format!(
                     "Cannot close container #{} while in {} state.",
+                    self.id,
+                    current.as_str_name()
+                ),
+            ));
+        }
+    }
+
+    /// QUASI_CLOSED, as a DataNode that gets a CloseContainer command without `force` for a
+    /// container whose Ratis pipeline it does not host (Ozone 2.2.0's
+    /// `CloseContainerCommandHandler`: `markContainerForClose`, then `quasiCloseContainer`): OPEN
+    /// and CLOSING become QUASI_CLOSED; QUASI_CLOSED and CLOSED stay; the other states answer as
+    /// [`Container::close`]. With `dir:`, a `.container` file that cannot be rewritten leaves
+    /// the state as it was.
+    pub fn quasi_close(&self, datanode_uuid: &str) -> StoreResult<()> {
+        loop {
+            let current = self.state();
+            let result = match current {
+                State::QuasiClosed | State::Closed => return Ok(()),
+                State::Open | State::Closing => {
+                    if !self.transition(current, State::QuasiClosed) {
+                        continue;
+                    }
+                    if matches!(self.persistence, Persistence::Db(_))
+                        && let Err(e) =
+                            self.persist_descriptor(DescriptorWrite::Update, datanode_uuid)
+                    {
+                        self.state.store(current as i32, Ordering::Release);
+                        return Err(e);
+                    }
+                    return Ok(());
+                }
+                State::Recovering => OzoneResult::InvalidContainerState,
+                State::Unhealthy => OzoneResult::ContainerUnhealthy,
+                State::Invalid => OzoneResult::InvalidContainerState,
+                State::Deleted => OzoneResult::ContainerInternalError,
+            };
+            return Err(StoreError::new(
+                result,
+                format!(
+                    "Cannot quasi close container #{} while in {} state.",
                     self.id,
                     current.as_str_name()
                 ),

@@ -5,14 +5,19 @@
 //! at most 30 s) and goes on heartbeating, registering again when SCM says `reregisterCommand`
 //! (an SCM that restarted or forgot the node).
 
-use super::reports::{NodeIdentity, ReportedReplicas, layout_version};
+use super::reports::{
+    NodeIdentity, ReportedReplicas, layout_version, pipeline_actions, pipeline_reports,
+    pipeline_uuid,
+};
 use super::rpc::{RpcConnection, RpcError};
 use super::{ScmConfig, ScmStatus};
 use crate::datanode::store::ContainerStore;
+use crate::net::raft_groups::RaftGroups;
+use common::proto::container_data_proto::State as StoreState;
 use common::scm::proto::scm_command_proto::Type as CommandType;
 use common::scm::proto::{
     CommandQueueReportProto, CommandStatus, CommandStatusReportsProto,
-    ContainerBlocksDeletionAckProto, NodeOperationalState, PipelineReportsProto, ScmCommandProto,
+    ContainerBlocksDeletionAckProto, NodeOperationalState, ReplicationType, ScmCommandProto,
     ScmDatanodeRequest, ScmDatanodeResponse, ScmHeartbeatRequestProto, ScmRegisterRequestProto,
     ScmVersionRequestProto, Status, Type, command_status::Status as CommandState,
     container_blocks_deletion_ack_proto::DeleteBlockTransactionResult,
@@ -21,6 +26,13 @@ use common::scm::proto::{
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// Now, ms since the epoch (command deadlines).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
 
 /// The one connection's user (simple authentication, as a DataNode without Kerberos).
 const USER: &str = "dn-sim";
@@ -52,6 +64,18 @@ pub struct Endpoint {
     op_expiry: i64,
     /// Command statuses not yet reported (deleteBlocks's only, as a real DataNode's).
     statuses: Vec<CommandStatus>,
+    /// The Ratis port's groups (none without a Ratis port): what createPipeline and
+    /// closePipeline change and pipeline reports list.
+    groups: Option<Arc<RaftGroups>>,
+    /// The DataNode's metrics, which count SCM's commands (`CommandHandlerMetrics`).
+    admission: Arc<crate::sim::admission::Admission>,
+    /// Failed groups SCM was asked to close (once each, as `isPipelineCloseInProgress` skips).
+    close_asked: std::collections::HashSet<uuid::Uuid>,
+    /// A command changed a container or left a status: heartbeat now rather than at the next
+    /// tick, as a real DataNode triggers a heartbeat for an incremental report
+    /// (`StateContext.addIncrementalReport`, `triggerHeartbeat`), or a pipeline was added (a
+    /// DataNode triggers a heartbeat then, `XceiverServerRatis.sendPipelineReport`).
+    heartbeat_now: bool,
 }
 
 impl Endpoint {
@@ -60,7 +84,21 @@ impl Endpoint {
         node: NodeIdentity,
         store: Arc<ContainerStore>,
         status: Arc<ScmStatus>,
+        groups: Option<Arc<RaftGroups>>,
+        admission: Arc<crate::sim::admission::Admission>,
     ) -> Self {
+        // The queues' names carry SCM's host as Java's `getHostName` gives it: a loopback
+        // address resolves to `localhost`.
+        let host = config
+            .address
+            .rsplit_once(':')
+            .map_or(config.address.as_str(), |(h, _)| h)
+            .trim_matches(['[', ']']);
+        let host = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) if ip.is_loopback() => "localhost".to_owned(),
+            _ => host.to_owned(),
+        };
+        admission.metrics.datanode.commands.set_scm_host(host);
         Self {
             config,
             node,
@@ -72,6 +110,10 @@ impl Endpoint {
             op_state: None,
             op_expiry: 0,
             statuses: Vec::new(),
+            groups,
+            close_asked: Default::default(),
+            admission,
+            heartbeat_now: false,
         }
     }
 
@@ -124,7 +166,9 @@ impl Endpoint {
             let mut tick = tokio::time::interval(self.config.heartbeat_interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             while self.registered {
-                tick.tick().await;
+                if !std::mem::take(&mut self.heartbeat_now) {
+                    tick.tick().await;
+                }
                 if let Err(e) = self.heartbeat(&mut conn).await {
                     return e;
                 }
@@ -179,7 +223,7 @@ impl Endpoint {
                 extended_datanode_details: self.node.extended(),
                 node_report: self.node.node_report(&self.store),
                 container_report: self.replicas.full(&self.store, &self.uuid()),
-                pipeline_reports: PipelineReportsProto::default(),
+                pipeline_reports: pipeline_reports(&self.group_reports()),
                 data_node_layout_version: Some(layout_version()),
             }),
             ..Default::default()
@@ -227,6 +271,9 @@ impl Endpoint {
             )
         };
         let statuses = std::mem::take(&mut self.statuses);
+        let groups = self.group_reports();
+        let asked_before = self.close_asked.clone();
+        let actions = pipeline_actions(&groups, &mut self.close_asked, self.node.uuid);
         let request = ScmDatanodeRequest {
             cmd_type: Type::SendHeartbeat as i32,
             send_heartbeat_request: Some(ScmHeartbeatRequestProto {
@@ -242,8 +289,8 @@ impl Endpoint {
                     }]
                 },
                 container_actions: None,
-                pipeline_actions: None,
-                pipeline_reports: Some(PipelineReportsProto::default()),
+                pipeline_actions: actions,
+                pipeline_reports: Some(pipeline_reports(&groups)),
                 data_node_layout_version: Some(layout_version()),
                 // Only types with commands queued, as a real DataNode (HeartbeatEndpointTask):
                 // dn-sim queues none.
@@ -256,6 +303,7 @@ impl Endpoint {
             Err(e) => {
                 // Not delivered: report them with the next heartbeat.
                 self.statuses = statuses;
+                self.close_asked = asked_before;
                 // A full report is owed after a lost heartbeat (its changes may be lost too).
                 self.last_full_report = None;
                 return Err(e);
@@ -266,22 +314,36 @@ impl Endpoint {
             return Err(SessionError::Incomplete("SendHeartbeat"));
         };
         for command in answer.commands {
-            self.execute(command);
+            self.execute(command).await;
         }
         Ok(())
     }
 
-    /// What the DataNode does with a command. Executed: reregister, setNodeOperationalState
-    /// (reported back in every heartbeat's details), refreshVolumeUsageInfo and
-    /// finalizeNewLayoutVersion (nothing to do: every heartbeat carries a fresh node report, and
-    /// the layout is already the newest). deleteBlocks is answered FAILED for every transaction,
-    /// as a DataNode that could not delete reports it. The others are not executed yet: the
-    /// container or pipeline simply never reports the change, which SCM treats as a DataNode that
-    /// has not got there (it retries or times out), listed in docs/deviations.md.
-    fn execute(&mut self, command: ScmCommandProto) {
+    /// What the DataNode does with a command (Ozone 2.2.0's command handlers). Executed:
+    /// reregister, setNodeOperationalState (reported back in every heartbeat's details),
+    /// refreshVolumeUsageInfo and finalizeNewLayoutVersion (nothing to do: every heartbeat carries
+    /// a fresh node report, and the layout is already the newest), closeContainer, deleteContainer
+    /// and deleteBlocks (see their functions), createPipeline and closePipeline (the Ratis port's
+    /// groups, reported in pipeline reports; an EC pipeline has no group). The others are not
+    /// executed: the container or pipeline simply never reports the change, which SCM treats as a DataNode that has not got there (it retries or
+    /// times out), listed in docs/deviations.md. What changed reaches SCM in an incremental
+    /// container report at once: the next heartbeat goes without waiting for its tick.
+    async fn execute(&mut self, command: ScmCommandProto) {
         self.status.commands.fetch_add(1, Ordering::Relaxed);
         let kind =
             CommandType::try_from(command.command_type).unwrap_or(CommandType::UnknownScmCommand);
+        self.admission.metrics.datanode.commands.received(kind);
+        let started = Instant::now();
+        self.handle(kind, command).await;
+        // (Counted for every type; only the registered handlers' series are rendered.)
+        self.admission
+            .metrics
+            .datanode
+            .commands
+            .invoked(kind, started.elapsed());
+    }
+
+    async fn handle(&mut self, kind: CommandType, command: ScmCommandProto) {
         match kind {
             CommandType::ReregisterCommand => {
                 tracing::info!("SCM asks to register again");
@@ -298,33 +360,178 @@ impl Endpoint {
                 }
             }
             CommandType::RefreshVolumeUsageInfo | CommandType::FinalizeNewLayoutVersionCommand => {}
+            CommandType::CreatePipelineCommand => {
+                let Some(c) = command.create_pipeline_command_proto else {
+                    return;
+                };
+                let Some(groups) = &self.groups else {
+                    self.status.not_executed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!("SCM asks for a pipeline, but this dn-sim serves no Ratis port");
+                    return;
+                };
+                let Some(id) = pipeline_uuid(&c.pipeline_id) else {
+                    tracing::warn!("createPipeline without a pipeline id");
+                    return;
+                };
+                if c.r#type != ReplicationType::Ratis as i32 {
+                    tracing::warn!(pipeline = %id, "createPipeline of a type other than RATIS");
+                    return;
+                }
+                match groups.add_from_scm(id, &c.datanode, &c.priority) {
+                    Ok(()) => {
+                        self.heartbeat_now = true;
+                        tracing::info!(pipeline = %id, members = c.datanode.len(),
+                            "created pipeline");
+                    }
+                    // Already there: a repeated command (SCM resends until it hears).
+                    Err(crate::net::raft_groups::AddError::Exists(_)) => self.heartbeat_now = true,
+                    Err(e) => tracing::warn!(error = %e, "cannot create pipeline"),
+                }
+            }
+            CommandType::ClosePipelineCommand => {
+                let Some(c) = command.close_pipeline_command_proto else {
+                    return;
+                };
+                if let (Some(groups), Some(id)) = (&self.groups, pipeline_uuid(&c.pipeline_id))
+                    && groups.remove(&id)
+                {
+                    self.close_asked.remove(&id);
+                    tracing::info!(pipeline = %id, "closed pipeline");
+                }
+            }
+            CommandType::CloseContainerCommand => {
+                if let Some(c) = command.close_container_command_proto {
+                    // A RATIS container closes through its pipeline's Raft group when this node
+                    // hosts it (`XceiverServerRatis.isExist`): CLOSED on every replica.
+                    let through_raft = match (&self.groups, pipeline_uuid(&c.pipeline_id)) {
+                        (Some(groups), Some(id)) => groups.get(&id).is_some_and(|g| g.from_scm),
+                        _ => false,
+                    };
+                    self.close_container(c.container_id, c.force.unwrap_or(false) || through_raft);
+                    self.heartbeat_now = true;
+                }
+            }
+            CommandType::DeleteContainerCommand => {
+                if let Some(c) = command.delete_container_command_proto {
+                    let expired = command
+                        .deadline_ms_since_epoch
+                        .is_some_and(|d| d > 0 && now_ms() > d);
+                    if expired {
+                        tracing::info!(
+                            container = c.container_id,
+                            "delete container command past its deadline: not processed"
+                        );
+                    } else {
+                        self.delete_container(c.container_id, c.force).await;
+                        self.heartbeat_now = true;
+                    }
+                }
+            }
             CommandType::DeleteBlocksCommand => {
                 if let Some(c) = command.delete_blocks_command_proto {
-                    let results = c
-                        .deleted_blocks_transactions
-                        .iter()
-                        .map(|tx| DeleteBlockTransactionResult {
-                            tx_id: tx.tx_id,
-                            container_id: tx.container_id,
-                            success: false,
-                        })
-                        .collect();
-                    self.statuses.push(CommandStatus {
-                        cmd_id: c.cmd_id,
-                        status: CommandState::Failed as i32,
-                        r#type: kind as i32,
-                        msg: Some("dn-sim does not delete blocks".into()),
-                        block_deletion_ack: Some(ContainerBlocksDeletionAckProto {
-                            results,
-                            dn_id: self.uuid(),
-                        }),
-                    });
+                    let status = self.delete_blocks(c, kind);
+                    self.statuses.push(status);
+                    self.heartbeat_now = true;
                 }
             }
             other => {
                 self.status.not_executed.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(command = ?other, "SCM command not executed by dn-sim");
             }
+        }
+    }
+
+    fn group_reports(&self) -> Vec<crate::net::raft_groups::GroupReport> {
+        self.groups
+            .as_ref()
+            .map(|g| g.reports())
+            .unwrap_or_default()
+    }
+
+    /// closeContainer (`CloseContainerCommandHandler`): an unknown container is only logged; an
+    /// OPEN or CLOSING one becomes CLOSED with `force` (SCM sets it for every container that is
+    /// not RATIS: EC's) or when its RATIS pipeline's group is hosted here (the close goes through
+    /// Raft), else QUASI_CLOSED; a QUASI_CLOSED one becomes CLOSED with `force`. Writes then answer
+    /// CLOSED_CONTAINER_IO; reads go on.
+    fn close_container(&self, id: i64, force: bool) {
+        let Some(container) = self.store.get(id) else {
+            tracing::info!(
+                container = id,
+                "container does not exist in datanode: close container failed"
+            );
+            return;
+        };
+        let uuid = self.uuid();
+        let result = match (container.state(), force) {
+            (StoreState::QuasiClosed, false) | (StoreState::Closed, _) => Ok(()),
+            (StoreState::Open | StoreState::Closing | StoreState::QuasiClosed, true) => {
+                container.close(&uuid)
+            }
+            (StoreState::Open | StoreState::Closing, false) => container.quasi_close(&uuid),
+            (state, _) => {
+                tracing::debug!(container = id, ?state, "cannot close the container");
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => tracing::info!(container = id, force, state = ?container.state(),
+                "closed container for SCM"),
+            Err(e) => tracing::error!(container = id, error = %e.message, "can't close container"),
+        }
+    }
+
+    /// deleteContainer (`KeyValueHandler.deleteInternal`): without `force` an OPEN or non-empty
+    /// container stays (logged, as the DataNode's error); else it is removed with its data.
+    async fn delete_container(&self, id: i64, force: bool) {
+        let Some(container) = self.store.get(id) else {
+            return;
+        };
+        if let Err(e) = container.check_delete(force) {
+            tracing::error!(container = id, error = %e.message,
+                "exception occurred while deleting the container");
+            return;
+        }
+        self.store.remove_async(id).await;
+        tracing::info!(container = id, force, "deleted container for SCM");
+    }
+
+    /// deleteBlocks (`DeleteBlocksCommandHandler`): each transaction of a container the node
+    /// holds succeeds and becomes the container's `deleteTransactionId`; one of a container it
+    /// does not hold fails (CONTAINER_NOT_FOUND). The command is EXECUTED and its
+    /// `ContainerBlocksDeletionACK` rides the next heartbeat's command status report. The
+    /// blocks' data stays (a DataNode deletes it later, in its block-deleting service).
+    fn delete_blocks(
+        &self,
+        c: common::scm::proto::DeleteBlocksCommandProto,
+        kind: CommandType,
+    ) -> CommandStatus {
+        let results = c
+            .deleted_blocks_transactions
+            .iter()
+            .map(|tx| {
+                let success = match self.store.get(tx.container_id) {
+                    Some(container) => {
+                        container.note_delete_transaction(tx.tx_id);
+                        true
+                    }
+                    None => false,
+                };
+                DeleteBlockTransactionResult {
+                    tx_id: tx.tx_id,
+                    container_id: tx.container_id,
+                    success,
+                }
+            })
+            .collect();
+        CommandStatus {
+            cmd_id: c.cmd_id,
+            status: CommandState::Executed as i32,
+            r#type: kind as i32,
+            msg: None,
+            block_deletion_ack: Some(ContainerBlocksDeletionAckProto {
+                results,
+                dn_id: self.uuid(),
+            }),
         }
     }
 

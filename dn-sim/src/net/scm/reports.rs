@@ -187,7 +187,7 @@ pub fn replica(container: &Container, origin: &str) -> Option<ContainerReplicaPr
         write_count: Some(0),
         read_bytes: Some(0),
         write_bytes: Some(0),
-        delete_transaction_id: Some(0),
+        delete_transaction_id: Some(container.delete_transaction_id()),
         block_commit_sequence_id: Some(container.bcs_id()),
         origin_node_id: Some(origin.to_owned()),
         replica_index: Some(container.replica_index()),
@@ -249,6 +249,95 @@ impl ReportedReplicas {
             }
         }
         (!changed.is_empty()).then_some(IncrementalContainerReportProto { report: changed })
+    }
+}
+
+/// The pipeline report (`XceiverServerRatis.getPipelineReport`): each group SCM created, and
+/// whether this DataNode leads it.
+pub fn pipeline_reports(
+    reports: &[crate::net::raft_groups::GroupReport],
+) -> common::scm::proto::PipelineReportsProto {
+    common::scm::proto::PipelineReportsProto {
+        pipeline_report: reports
+            .iter()
+            .map(|r| {
+                #[allow(deprecated)] // (bytesWritten: left out, as the DataNode leaves it.)
+                common::scm::proto::PipelineReport {
+                    pipeline_id: pipeline_id_proto(r.group),
+                    is_leader: r.is_leader,
+                    bytes_written: None,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The pipeline actions (`XceiverServerRatis.triggerPipelineClose`): CLOSE for each group in
+/// `reports` that failed and is not in `sent` (a DataNode asks once per pipeline while its close
+/// is in progress); the groups asked about are added to `sent`.
+pub fn pipeline_actions(
+    reports: &[crate::net::raft_groups::GroupReport],
+    sent: &mut std::collections::HashSet<uuid::Uuid>,
+    datanode: uuid::Uuid,
+) -> Option<common::scm::proto::PipelineActionsProto> {
+    use crate::net::raft_groups::GroupFailure;
+    use common::scm::proto::close_pipeline_info::Reason;
+    use common::scm::proto::{ClosePipelineInfo, PipelineAction, pipeline_action::Action};
+    let actions: Vec<PipelineAction> = reports
+        .iter()
+        .filter_map(|r| Some((r, r.failure?)))
+        .filter(|(r, _)| sent.insert(r.group))
+        .map(|(r, failure)| {
+            let role = if r.is_leader { "LEADER" } else { "FOLLOWER" };
+            let (reason, detail) = match failure {
+                GroupFailure::ApplyTransaction => (
+                    Reason::StatemachineTransactionFailed,
+                    format!(
+                        "Ratis Transaction failure in datanode {datanode} with role {role} \
+                         .Triggering pipeline close action."
+                    ),
+                ),
+                GroupFailure::Log => (
+                    Reason::PipelineLogFailed,
+                    "the chunk data of a log entry could not be written".to_owned(),
+                ),
+            };
+            PipelineAction {
+                action: Action::Close as i32,
+                close_pipeline: Some(ClosePipelineInfo {
+                    pipeline_id: pipeline_id_proto(r.group),
+                    reason: Some(reason as i32),
+                    detailed_reason: Some(detail),
+                }),
+            }
+        })
+        .collect();
+    (!actions.is_empty()).then_some(common::scm::proto::PipelineActionsProto {
+        pipeline_actions: actions,
+    })
+}
+
+/// `PipelineID.getProtobuf`: the UUID as a string and as two longs.
+pub fn pipeline_id_proto(id: uuid::Uuid) -> common::scm::proto::PipelineId {
+    let (msb, lsb) = id.as_u64_pair();
+    common::scm::proto::PipelineId {
+        id: Some(id.to_string()),
+        uuid128: Some(UuidProto {
+            most_sig_bits: msb as i64,
+            least_sig_bits: lsb as i64,
+        }),
+    }
+}
+
+/// The UUID a `PipelineID` names (`uuid128`, else the string form).
+pub fn pipeline_uuid(id: &common::scm::proto::PipelineId) -> Option<uuid::Uuid> {
+    match (&id.uuid128, &id.id) {
+        (Some(u), _) => Some(uuid::Uuid::from_u64_pair(
+            u.most_sig_bits as u64,
+            u.least_sig_bits as u64,
+        )),
+        (None, Some(s)) => s.parse().ok(),
+        (None, None) => None,
     }
 }
 
