@@ -5,10 +5,12 @@
 //! (`grpc.health.v1`) and [`admin`] (`/prom`, `/metrics`, `/config`).
 //!
 //! [`ratis_service`] (9858) and [`ratis_admin`] (9857) are the Ratis ports; [`scm`] is the client
-//! of SCM (`--scm`): registration and heartbeats over Hadoop RPC.
+//! of SCM (`--scm`): registration and heartbeats over Hadoop RPC. [`fleet`] serves many DataNode
+//! identities in one process (`--datanodes N`) with one admin listener.
 
 pub mod admin;
 pub mod connection;
+pub mod fleet;
 pub mod grpc_service;
 pub mod health;
 pub mod inflight_budget;
