@@ -66,6 +66,8 @@ cpu_s() { awk -v t="$clk" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$1/stat"; 
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 started=$(date +%s.%N)
+# Thousands of identities take longer than one to bind their ports.
+ready_wait=$(( 10 + n / 20 ))
 start_dn_sim "$work/ready" "$dn_sim" --datanodes "$n" --scm "$scm" -D "hdds.heartbeat.interval=$interval" \
     >"$work/dn.log" 2>&1 || { tail -5 "$work/dn.log" >&2; exit 1; }
 echo "dn-sim pid $dn_pid serving $n identities"
