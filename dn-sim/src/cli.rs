@@ -199,9 +199,10 @@ pub struct Args {
     /// Once the listeners are bound, write their addresses to PATH (`client 127.0.0.1:PORT`,
     /// then `admin 127.0.0.1:PORT` when --metrics-listen is not `none`, then `ratis
     /// 127.0.0.1:PORT` when --ratis-listen is not `none` and `ratis-admin 127.0.0.1:PORT` when
-    /// --ratis-admin-listen is not either), written to PATH.tmp and
-    /// renamed, so a reader sees all of it or nothing: with `--listen 127.0.0.1:0` a script
-    /// learns the port the kernel chose instead of guessing a free one.
+    /// --ratis-admin-listen is not either; with --datanodes N, identity 0's, then a line
+    /// `datanode I UUID client=ADDR [ratis=ADDR] [ratis-admin=ADDR]` per identity), written to
+    /// PATH.tmp and renamed, so a reader sees all of it or nothing: with `--listen 127.0.0.1:0` a
+    /// script learns the port the kernel chose instead of guessing a free one.
     #[arg(long, env = "DN_SIM_READY_FILE", value_name = "PATH")]
     pub ready_file: Option<std::path::PathBuf>,
     /// Where block data goes: memory, discard (keep lengths and metadata, drop the bytes) or
