@@ -180,14 +180,15 @@ start_dn_sim() {
     ready_port=${ready_client##*:}
 }
 
-# wait_ready_file FILE PID: waits (10 s at most) for the `--ready-file FILE` of the dn-sim with
-# PID, started on port 0 (`--listen 127.0.0.1:0`): no port is guessed. Sets ready_client and
-# ready_admin (HOST:PORT; ready_admin empty with --metrics-listen none). Returns 1, saying so,
-# when dn-sim exits first or writes no file in time.
+# wait_ready_file FILE PID: waits (10 s at most, or $ready_wait seconds) for the `--ready-file
+# FILE` of the dn-sim with PID, started on port 0 (`--listen 127.0.0.1:0`): no port is guessed.
+# Sets ready_client and ready_admin (HOST:PORT; ready_admin empty with --metrics-listen none);
+# with `--datanodes N` the file also has a `datanode I UUID client=ADDR ...` line per identity.
+# Returns 1, saying so, when dn-sim exits first or writes no file in time.
 wait_ready_file() {
     local file=$1 pid=$2 _
     ready_client="" ready_admin=""
-    for _ in $(seq 200); do
+    for _ in $(seq $(( ${ready_wait:-10} * 20 ))); do
         if [ -f "$file" ]; then
             ready_client=$(awk '$1 == "client" {print $2}' "$file")
             ready_admin=$(awk '$1 == "admin" {print $2}' "$file")
@@ -196,7 +197,7 @@ wait_ready_file() {
         kill -0 "$pid" 2>/dev/null || { echo "dn-sim (pid $pid) exited before serving" >&2; return 1; }
         sleep 0.05
     done
-    echo "dn-sim (pid $pid) wrote no $file within 10 s" >&2
+    echo "dn-sim (pid $pid) wrote no $file within ${ready_wait:-10} s" >&2
     return 1
 }
 

@@ -8,8 +8,12 @@
 # through SCM and echoes over gRPC to its first node: every call must succeed. (The dn-sims
 # pre-create container 1, the ID a fresh SCM hands out first: an EC container's replicas are
 # created by the first write, and Echo needs the container to exist.) Prints how long
-# registration took, the node list and freon's report. Exit 0 when all of that holds, 3 only when
-# Maven Central is out of reach (scripts/lib.sh harness_setup), 1 otherwise.
+# registration took, the node list and freon's report. Then ONE more dn-sim process with
+# `--datanodes 5` (50 GB each): SCM must list all ten nodes HEALTHY, the five new ones with 50 GB;
+# one of the five stopped through the admin endpoint (POST /datanodes/2/stop) must stop
+# heartbeating (its heartbeat age in SCM passes 4 s while the others stay fresh), and started again
+# it must be HEALTHY with fresh heartbeats. Exit 0 when all of that holds, 3 only when Maven
+# Central is out of reach (scripts/lib.sh harness_setup), 1 otherwise.
 # Usage: scripts/scm-cluster-check.sh [--nodes N]   (DN_SIM=path to use a built dn-sim)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,7 +22,7 @@ nodes=5
 while [ $# -gt 0 ]; do
     case "$1" in
         --nodes) nodes="${2:?--nodes needs a value}"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "scm-cluster-check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -124,3 +128,69 @@ if [ "$status" != 0 ] || ! grep -q '^Successful executions: 200' "$work/freon.tx
     exit 1
 fi
 echo "freon dn-echo --container-id $container (Ozone 2.2.0) through SCM: 200 calls to dn-sim, 0 failures"
+
+# One process, five identities: SCM must see five more DataNodes.
+start_dn_sim "$work/ready-multi" "$dn_sim" --datanodes 5 --scm "$scm" --capacity 50GB \
+    -D hdds.heartbeat.interval=1s >"$work/dn-multi.log" 2>&1 || { tail -5 "$work/dn-multi.log" >&2; exit 1; }
+pids+=("$dn_pid")
+multi_admin="$ready_admin"
+mapfile -t multi_uuids < <(awk '$1 == "datanode" {print $3}' "$work/ready-multi")
+[ "${#multi_uuids[@]}" = 5 ] || { cat "$work/ready-multi" >&2; echo "scm-cluster-check.sh: the --datanodes 5 ready file lists ${#multi_uuids[@]} identities" >&2; exit 1; }
+total=$((nodes + 5))
+# healthy_multi LIST: how many of the five identities SCM lists HEALTHY with 50 GB and a
+# heartbeat younger than 3 s.
+healthy_multi() {
+    local u n=0
+    for u in "${multi_uuids[@]}"; do
+        grep "^$u " <<<"$1" | grep ' IN_SERVICE HEALTHY ' | grep -q " capacity=$((50 * 1024 * 1024 * 1024)) " || continue
+        age="$(grep "^$u " <<<"$1" | grep -o 'heartbeat_age_ms=[0-9-]*' | cut -d= -f2)"
+        [ "$age" -ge 0 ] && [ "$age" -lt 3000 ] && n=$((n + 1))
+    done
+    echo "$n"
+}
+ok=""
+deadline=$(( $(date +%s) + 60 ))
+while [ "$(date +%s)" -lt "$deadline" ]; do
+    list="$(curl -sf "$url" || true)"
+    if [ "$(grep -c ' IN_SERVICE HEALTHY ' <<<"$list" || true)" = "$total" ] && [ "$(healthy_multi "$list")" = 5 ]; then
+        ok=1
+        break
+    fi
+    kill -0 "$dn_pid" 2>/dev/null || { tail -5 "$work/dn-multi.log" >&2; echo "scm-cluster-check.sh: the --datanodes 5 dn-sim exited" >&2; exit 1; }
+    sleep 0.5
+done
+echo "$list"
+[ -n "$ok" ] || { tail -5 "$work/dn-multi.log" >&2; echo "scm-cluster-check.sh: SCM does not list the five identities of one dn-sim --datanodes 5 HEALTHY within 60 s" >&2; exit 1; }
+echo "SCM lists $total nodes HEALTHY: $nodes dn-sim processes and one dn-sim --datanodes 5"
+
+# Stop identity 2 through the admin endpoint: its heartbeats stop, the others' go on.
+stopped="${multi_uuids[2]}"
+curl -sf -X POST "http://$multi_admin/datanodes/2/stop" | grep -q '"stopped"' || { echo "scm-cluster-check.sh: POST /datanodes/2/stop failed" >&2; exit 1; }
+silent=""
+deadline=$(( $(date +%s) + 30 ))
+while [ "$(date +%s)" -lt "$deadline" ]; do
+    list="$(curl -sf "$url" || true)"
+    age="$(grep "^$stopped " <<<"$list" | grep -o 'heartbeat_age_ms=[0-9-]*' | cut -d= -f2)"
+    if [ "${age:-0}" -gt 4000 ] && [ "$(healthy_multi "$list")" = 4 ]; then
+        silent=1
+        break
+    fi
+    sleep 0.5
+done
+grep "^$stopped " <<<"$list" || true
+[ -n "$silent" ] || { echo "scm-cluster-check.sh: identity 2 ($stopped) still heartbeats after POST /datanodes/2/stop" >&2; exit 1; }
+echo "identity 2 stopped: SCM heard nothing from it for ${age} ms, the other four heartbeat on"
+curl -sf -X POST "http://$multi_admin/datanodes/2/start" | grep -q '"running"' || { echo "scm-cluster-check.sh: POST /datanodes/2/start failed" >&2; exit 1; }
+back=""
+deadline=$(( $(date +%s) + 30 ))
+while [ "$(date +%s)" -lt "$deadline" ]; do
+    list="$(curl -sf "$url" || true)"
+    if [ "$(healthy_multi "$list")" = 5 ]; then
+        back=1
+        break
+    fi
+    sleep 0.5
+done
+grep "^$stopped " <<<"$list" || true
+[ -n "$back" ] || { tail -5 "$work/dn-multi.log" >&2; echo "scm-cluster-check.sh: identity 2 is not HEALTHY with fresh heartbeats within 30 s of POST /datanodes/2/start" >&2; exit 1; }
+echo "identity 2 started again: HEALTHY in SCM with fresh heartbeats"

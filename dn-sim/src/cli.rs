@@ -199,9 +199,10 @@ pub struct Args {
     /// Once the listeners are bound, write their addresses to PATH (`client 127.0.0.1:PORT`,
     /// then `admin 127.0.0.1:PORT` when --metrics-listen is not `none`, then `ratis
     /// 127.0.0.1:PORT` when --ratis-listen is not `none` and `ratis-admin 127.0.0.1:PORT` when
-    /// --ratis-admin-listen is not either), written to PATH.tmp and
-    /// renamed, so a reader sees all of it or nothing: with `--listen 127.0.0.1:0` a script
-    /// learns the port the kernel chose instead of guessing a free one.
+    /// --ratis-admin-listen is not either; with --datanodes N, identity 0's, then a line
+    /// `datanode I UUID client=ADDR [ratis=ADDR] [ratis-admin=ADDR]` per identity), written to
+    /// PATH.tmp and renamed, so a reader sees all of it or nothing: with `--listen 127.0.0.1:0` a
+    /// script learns the port the kernel chose instead of guessing a free one.
     #[arg(long, env = "DN_SIM_READY_FILE", value_name = "PATH")]
     pub ready_file: Option<std::path::PathBuf>,
     /// Where block data goes: memory, discard (keep lengths and metadata, drop the bytes) or
@@ -288,6 +289,14 @@ pub struct Args {
     /// loop group. Default: none (no stage costs anything). See docs/dn-sim.md.
     #[arg(long, env = "DN_SIM_PROFILE", value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
+
+    /// DataNode identities served by this process, each with its own UUID (kept in
+    /// PATH/dn-I/datanode.id with --store dir:PATH, else random), client and Ratis ports (port 0
+    /// stays 0 for each; a fixed port P is P+I for identity I), store, capacity, handler pool and
+    /// SCM endpoint; the other settings apply to each. One admin listener serves them all
+    /// (/datanodes, /prom with a datanode label). Default 1: a single DataNode as ever.
+    #[arg(long, env = "DN_SIM_DATANODES", allow_negative_numbers = true, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::net::fleet::MAX_DATANODES)))]
+    pub datanodes: u32,
 
     /// Runtime worker threads (default: one per core).
     #[arg(long, env = "DN_SIM_THREADS", allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -664,8 +673,18 @@ impl Args {
             }
             None => None,
         };
+        if self.datanodes > 1 && self.datanode_uuid.is_some() {
+            return Err(format!(
+                "--datanode-uuid names one DataNode; --datanodes {} gives each its own",
+                self.datanodes
+            ));
+        }
         let datanode_uuid = match (&self.datanode_uuid, &scm, &self.store) {
             (Some(uuid), _, _) => uuid.clone(),
+            // Each identity of `net::fleet` keeps its own, under PATH/dn-I.
+            (None, _, _) if self.datanodes > 1 => {
+                crate::net::server::DEFAULT_DATANODE_UUID.to_string()
+            }
             (None, Some(_), StoreKind::Dir(path)) => crate::net::scm::persisted_uuid(path)
                 .map_err(|e| {
                     format!(
@@ -744,6 +763,11 @@ impl Args {
             metadata_capacity: self.metadata_capacity,
         };
         Ok((config, warning))
+    }
+
+    /// [`Args::config`] for `--datanodes` identities (`net::fleet`).
+    pub fn fleet_config(&self) -> Result<crate::net::fleet::FleetConfig, String> {
+        crate::net::fleet::FleetConfig::new(self.config()?, self.datanodes)
     }
 
     /// `--profile`: the file read and checked, fitted on the release dn-sim answers as.

@@ -74,9 +74,10 @@ fn run(args: &Args) -> Result<(), Failure> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let config = args
-        .config()
+    let fleet = args
+        .fleet_config()
         .map_err(|e| Failure::Usage(format!("error: {e}")))?;
+    let config = &fleet.base;
     // The TLS files given by --tls-cert, --tls-key, --tls-client-ca are the user's input: one
     // that does not load (or a key that does not fit) is a bad setting, checked before the
     // server starts (which loads them again).
@@ -93,7 +94,11 @@ fn run(args: &Args) -> Result<(), Failure> {
         .map_err(|e| Failure::Failed(format!("cannot start the runtime: {e}")))?;
     // The settings were valid: a port that cannot be bound (in use, not a local address) or a
     // store that cannot be opened is a server that could not start.
-    runtime
-        .block_on(dn_sim::run_until_signal(config, args.ready_file.as_deref()))
-        .map_err(|e| Failure::Failed(format!("{e:#}")))
+    let ready = args.ready_file.as_deref();
+    let served = if fleet.len() == 1 {
+        runtime.block_on(dn_sim::run_until_signal(fleet.base, ready))
+    } else {
+        runtime.block_on(dn_sim::net::fleet::run_until_signal(fleet, ready))
+    };
+    served.map_err(|e| Failure::Failed(format!("{e:#}")))
 }

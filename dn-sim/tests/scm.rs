@@ -809,3 +809,86 @@ async fn a_closed_container_is_reported_without_waiting_for_the_next_heartbeat()
     assert_eq!(heartbeats, 2, "the tick's heartbeat and the triggered one");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_identity_of_a_fleet_registers_and_heartbeats_on_its_own() {
+    use dn_sim::net::fleet::{self, FleetConfig};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = fake_scm(listener, Mode::Honest { reregister_at: 0 }).await;
+    let fleet = fleet::start(FleetConfig::new(config(addr.to_string()), 3).unwrap())
+        .await
+        .unwrap();
+    let live = |i: usize| fleet.nodes()[i].running().unwrap();
+    let beats = |i: usize| live(i).scm.heartbeats.load(Ordering::Relaxed);
+    until("three nodes heartbeating", Duration::from_secs(10), || {
+        (0..3).all(|i| live(i).scm.registered.load(Ordering::Acquire) && beats(i) >= 3)
+    })
+    .await;
+    // Three registrations, one per identity, each with its own UUID and client port.
+    let registered = |seen: &Seen| -> Vec<(String, u32)> {
+        seen.requests
+            .iter()
+            .filter_map(|r| r.register_request.as_ref())
+            .map(|r| {
+                let d = &r.extended_datanode_details.datanode_details;
+                let port = d.ports.iter().find(|p| p.name == "STANDALONE").unwrap();
+                (d.uuid.clone().unwrap(), port.value)
+            })
+            .collect()
+    };
+    let mut first = registered(&seen.lock().unwrap());
+    first.sort();
+    let mut expected: Vec<_> = fleet
+        .nodes()
+        .iter()
+        .map(|n| (n.uuid().to_owned(), u32::from(n.view().client.port())))
+        .collect();
+    expected.sort();
+    assert_eq!(first, expected);
+    assert_eq!(seen.lock().unwrap().contexts.len(), 3, "a connection each");
+
+    // A stopped node stops heartbeating; the others go on. Started again, it registers again.
+    let node = &fleet.nodes()[1];
+    let of_node_1 = {
+        let uuid = Some(node.uuid().to_owned());
+        move |r: &ScmDatanodeRequest| {
+            r.send_heartbeat_request
+                .as_ref()
+                .is_some_and(|h| h.datanode_details.uuid == uuid)
+        }
+    };
+    assert!(node.stop().await);
+    let stopped_at = seen
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|r| of_node_1(r))
+        .count();
+    let others = beats(0);
+    until("node 0 heartbeating on", Duration::from_secs(10), || {
+        beats(0) >= others + 5
+    })
+    .await;
+    let after = seen
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .filter(|r| of_node_1(r))
+        .count();
+    assert!(after <= stopped_at + 1, "{stopped_at} then {after}");
+    node.start().await.unwrap();
+    until("node 1 registered again", Duration::from_secs(10), || {
+        live(1).scm.registered.load(Ordering::Acquire) && beats(1) >= 1
+    })
+    .await;
+    let again = registered(&seen.lock().unwrap());
+    assert_eq!(again.len(), 4);
+    assert_eq!(
+        again[3],
+        (node.uuid().to_owned(), u32::from(node.view().client.port()))
+    );
+    fleet.shutdown().await;
+}

@@ -84,7 +84,9 @@ impl Timer {
                 epoch: now,
                 start_secs: 0,
                 next_rescale: now + RESCALE_EVERY,
-                samples: BinaryHeap::with_capacity(SIZE + 1),
+                // Grown on use: a DataNode's timers that never tick (most of them, with
+                // `--datanodes`) cost no reservoir.
+                samples: BinaryHeap::new(),
                 rng: rand::rngs::SmallRng::seed_from_u64(0x5eed_d00d),
             }),
         }

@@ -4,35 +4,29 @@
 use bytes::Bytes;
 use std::sync::OnceLock;
 
-/// Small payloads come from a buffer made at start; the full 32 MiB one is made on first need.
+/// Small payloads come from a buffer made on first need; the full 32 MiB one too. Both are the
+/// process's, shared by every DataNode it serves (`--datanodes`): their bytes are fixed.
 const SMALL: usize = 1 << 20;
 
-pub struct PayloadSource {
-    small: Bytes,
-    large: OnceLock<Bytes>,
-}
+static SMALL_BUFFER: OnceLock<Bytes> = OnceLock::new();
+static LARGE_BUFFER: OnceLock<Bytes> = OnceLock::new();
 
-impl Default for PayloadSource {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+#[derive(Default)]
+pub struct PayloadSource;
 
 impl PayloadSource {
     pub fn new() -> Self {
-        Self {
-            small: random_bytes(SMALL, 0x9e37_79b9_7f4a_7c15),
-            large: OnceLock::new(),
-        }
+        Self
     }
 
     /// `len` bytes of pseudo-random data (at most `common::MAX_MESSAGE_SIZE`).
     pub fn slice(&self, len: usize) -> Bytes {
         if len <= SMALL {
-            self.small.slice(..len)
+            SMALL_BUFFER
+                .get_or_init(|| random_bytes(SMALL, 0x9e37_79b9_7f4a_7c15))
+                .slice(..len)
         } else {
-            let large = self
-                .large
+            let large = LARGE_BUFFER
                 .get_or_init(|| random_bytes(common::MAX_MESSAGE_SIZE, 0xd1b5_4a32_d192_ed03));
             large.slice(..len.min(large.len()))
         }

@@ -6,10 +6,12 @@
 //!
 //! [`ratis_service`] (9858) and [`ratis_admin`] (9857) are the Ratis ports, serving the Raft groups
 //! of [`raft_groups`] (given at start, or created and closed by SCM); [`scm`] is the client of SCM
-//! (`--scm`): registration, heartbeats and SCM's commands over Hadoop RPC.
+//! (`--scm`): registration, heartbeats and SCM's commands over Hadoop RPC. [`fleet`] serves many
+//! DataNode identities in one process (`--datanodes N`) with one admin listener.
 
 pub mod admin;
 pub mod connection;
+pub mod fleet;
 pub mod grpc_service;
 pub mod health;
 pub mod inflight_budget;

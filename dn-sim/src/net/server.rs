@@ -219,6 +219,12 @@ pub struct RunningServer {
 
 /// Binds `config.listen` (and `config.metrics_listen`) and starts serving on the current runtime.
 pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
+    let store = open_store(&config)?;
+    start_with_store(config, store).await
+}
+
+/// Opens `config.store` with its capacity, metadata bound and pre-created containers.
+pub fn open_store(config: &Config) -> anyhow::Result<Arc<ContainerStore>> {
     let verifier = config
         .verify_checksums
         .then(crate::datanode::store::verify::default_verifier);
@@ -228,9 +234,17 @@ pub async fn start(config: Config) -> anyhow::Result<RunningServer> {
         store.set_metadata_capacity(bytes);
     }
     store.precreate(&config.containers);
-    let admission = Arc::new(
-        Admission::from_config(Arc::new(store), config.admission()).context("--disk-bandwidth")?,
-    );
+    Ok(Arc::new(store))
+}
+
+/// [`start`] with a store already open: a DataNode of `net::fleet` started again keeps its
+/// containers, as a real one keeps its disks.
+pub async fn start_with_store(
+    config: Config,
+    store: Arc<ContainerStore>,
+) -> anyhow::Result<RunningServer> {
+    let admission =
+        Arc::new(Admission::from_config(store, config.admission()).context("--disk-bandwidth")?);
     let incoming = crate::net::connection::bind(config.listen, config.connections.so_backlog)
         .map(TcpIncoming::from)
         .with_context(|| format!("cannot listen on {}", config.listen))?
@@ -500,6 +514,12 @@ impl RunningServer {
         &self.scm
     }
 
+    /// [`RunningServer::shutdown`] with a grace period of at most `grace`.
+    pub async fn shutdown_within(mut self, grace: Duration) -> bool {
+        self.grace = self.grace.min(grace);
+        self.shutdown().await
+    }
+
     /// Stops accepting, lets in-flight requests finish for up to the grace period, then stops.
     /// Returns whether everything finished within the grace period.
     pub async fn shutdown(mut self) -> bool {
@@ -707,6 +727,11 @@ fn write_ready_file(server: &RunningServer, path: &Path) -> std::io::Result<()> 
     if let Some(admin) = server.ratis_admin_addr() {
         text.push_str(&format!("ratis-admin {admin}\n"));
     }
+    write_whole(path, &text)
+}
+
+/// Writes `text` to `path.tmp`, then renames it to `path`: a reader sees all of it or nothing.
+pub(crate) fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
@@ -714,7 +739,7 @@ fn write_ready_file(server: &RunningServer, path: &Path) -> std::io::Result<()> 
     std::fs::rename(&tmp, path)
 }
 
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

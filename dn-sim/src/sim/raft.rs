@@ -123,7 +123,9 @@ impl RaftModel {
 /// One group's apply side: its op executors and its containers' task queues.
 pub struct GroupExecutors {
     pub op: HandlerPool,
-    lanes: Box<[OnceLock<HandlerPool>]>,
+    /// Boxed: a group's 1,024 lanes cost a pointer each until used (`--datanodes` has a group
+    /// per identity).
+    lanes: Box<[OnceLock<Box<HandlerPool>>]>,
 }
 
 impl GroupExecutors {
@@ -137,7 +139,7 @@ impl GroupExecutors {
     /// The task queue of `container_id`: one command at a time.
     pub fn lane(&self, container_id: i64) -> &HandlerPool {
         let i = (container_id as u64 % CONTAINER_LANES as u64) as usize;
-        self.lanes[i].get_or_init(|| HandlerPool::new(1, None))
+        self.lanes[i].get_or_init(|| Box::new(HandlerPool::new(1, None)))
     }
 }
 
