@@ -154,6 +154,7 @@ stage exp-throttling-write-quick --needs build -- env WORKLOAD=write NAME=exp-th
 stage conformance --needs build -- conformance
 stage scm-cluster --needs build -- env DN_SIM=target/debug/dn-sim scripts/scm-cluster-check.sh
 stage real-datanode-smoke --needs build -- env LOADGEN=target/debug/loadgen scripts/real-datanode-smoke.sh
+stage twin-quick --needs build -- env LOADGEN=target/debug/loadgen DN_SIM=target/debug/dn-sim scripts/exp-twin.sh --quick
 stage java-client-check --needs build -- java_client_check
 stage bench-vs-freon-short --needs build -- bench_vs_freon_short
 stage exp-ratis-executors-quick --needs build -- env LOADGEN=target/debug/loadgen DN_SIM=target/debug/dn-sim scripts/exp-ratis-executors.sh --quick
