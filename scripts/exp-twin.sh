@@ -100,7 +100,10 @@ cell() {
         args=(write "${args[@]}" --write-size $((bytes / 1024))KB --chunk-size $((bytes / 1024))KB)
     fi
     echo "  $target pool $pool: loadgen ${args[*]:0:1} bytes=$bytes ${clients}x$threads sleep=$sleep_ms" >&2
-    "$loadgen" "${args[@]}" >/dev/null 2>"$work/cell.err" || { cat "$work/cell.err" >&2; return 1; }
+    rm -f "$work/cell.json"
+    # A cell with failed requests still has its report (the failures are in the table).
+    "$loadgen" "${args[@]}" >/dev/null 2>"$work/cell.err" || [ -s "$work/cell.json" ] ||
+        { cat "$work/cell.err" >&2; return 1; }
     python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" >>"$csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
