@@ -15,11 +15,12 @@
 #    - the HDDS-10442 payload table at pool 16: responses of 0 B, 1 MiB, 10 MiB x 1, 8, 32
 #      workers (as many connections);
 #    - `loadgen write` of 64 KB, 1 MB and 4 MB chunks with 4 workers at pool 16 (MB/s).
-# Each DataNode gets untimed load after its start (JIT warm-up), each cell its own --warmup.
+# Each DataNode gets untimed load after its start (JIT warm-up), each cell its own --warmup. The
+# dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk).
 # Writes OUT/exp-twin.csv (every cell), OUT/exp-twin.md (the table: calls/s or MB/s, p50, p99,
 # real / dn-sim, and whether each cell meets the goals: calls/s and MB/s within 10 % and 15 %,
 # p50 15 %, p99 25 %), OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one
-# point per cell, the +/-10 % band), and the profile to PROFILE. Takes about 15 minutes.
+# point per cell, the +/-10 % band), and the profile to PROFILE. Takes about 10 minutes.
 #
 # Usage: scripts/exp-twin.sh [--quick] [--duration 5s] [--warmup 2s] [--out DIR] [--profile FILE]
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
@@ -36,7 +37,7 @@ cd "$root"
 . scripts/lib.sh
 . scripts/lib/real-datanode.sh
 
-duration=5s warmup=2s jvm_warmup=15s version=2.2.0 quick=0 out="" profile=""
+duration=5s warmup=2s jvm_warmup=10s version=2.2.0 quick=0 out="" profile=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --duration) duration="${2:?$1 needs a value}"; shift 2 ;;
@@ -84,7 +85,7 @@ start_real() {
 start_sim() { # POOL [args]
     local pool=$1
     shift
-    start_dn_sim "$work/sim.ready" "$dn_sim" -D "$per_volume=$pool" "$@" >"$work/sim.log" 2>&1 ||
+    start_dn_sim "$work/sim.ready" "$dn_sim" -D "$per_volume=$pool" --store discard "$@" >"$work/sim.log" 2>&1 ||
         { cat "$work/sim.log" >&2; exit 1; }
     sim_pid=$dn_pid sim_addr=$ready_client sim_admin=$ready_admin
 }
@@ -126,7 +127,7 @@ PY
 }
 
 # 1. Fit.
-start_dn_sim "$work/base.ready" "$dn_sim" --metrics-listen none >"$work/base.log" 2>&1 ||
+start_dn_sim "$work/base.ready" "$dn_sim" --metrics-listen none --store discard >"$work/base.log" 2>&1 ||
     { cat "$work/base.log" >&2; exit 1; }
 base_pid=$dn_pid base_addr=$ready_client
 fit_pools="2 10"
