@@ -30,9 +30,12 @@
 //! Left out: the machine's CPU as a stage of its own (its cores shared by the loops' and the
 //! handlers' work). dn-sim's costs are waits, not CPU burnt, so a CPU stage would be one more
 //! shared virtual queue every other stage reserves in turn (`cores` servers), and its effect is
-//! entangled with the per-message costs a calibration fits at each concurrency; until a
-//! calibration shows that the loops and the handler pool alone cannot fit a real DataNode, the
-//! profile's `cores` only sizes the event loop group.
+//! entangled with the per-message costs a calibration fits at each concurrency. The profile's
+//! `cores` only sizes the event loop group. The first calibration (`scripts/exp-twin.sh`,
+//! `results/exp-twin.md`, Ozone 2.2.0 on 2 cores) shows where that falls short: at echo sleep 0
+//! the real DataNode's limit is the CPU it shares with its client, not a loop or a handler, and
+//! the loops and handlers fitted at pools 2 and 10 predict 1.8–3.3 × too few calls/s at pools
+//! 1, 4 and 16; a CPU stage is the next step.
 //!
 //! Without a profile, or with a profile whose costs are all zero, no stage exists
 //! ([`Stages::none`]): a request takes exactly the path it took before stages were modelled.
