@@ -112,6 +112,71 @@ async fn one_event_loop_at_pool_10_bounds_what_more_loops_at_pool_2_serve() {
     );
 }
 
+async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: dn-sim\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_pool_resize_re_derives_the_event_loops_as_a_restart_would() {
+    // Started at pool 10 (one loop of 40 ms a request on 4 cores), resized through PUT /config to
+    // pool 2 (8 loops), then back to 10: the rate follows the loops of the pool of the moment, on
+    // the same open connections (dealt over the new loops by their accept order).
+    let mut c = Config::loopback();
+    c.handler_count = 10;
+    c.profile = Some(loop_profile(4, 40_000.0));
+    c.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    let server = dn_sim::start(c).await.unwrap();
+    let admin = server.metrics_addr().unwrap();
+    let clients = connect(&server, 8).await;
+    let one = echo_rate(&clients, 4, 30).await;
+
+    let (status, body) = http(admin, "PUT", "/config", r#"{"handler_count": 2}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let prom = || {
+        server
+            .metrics()
+            .render_prom(&server.admission().pool)
+            .to_string()
+    };
+    let text = prom();
+    assert!(text.contains("dn_sim_event_loops 8"), "{text}");
+    for i in 0..8 {
+        let line = format!("dn_sim_event_loop_connections{{loop=\"{i}\"}} 1");
+        assert!(text.contains(&line), "no {line} in {text}");
+    }
+    let eight = echo_rate(&clients, 4, 240).await;
+
+    let (status, body) = http(admin, "PUT", "/config", r#"{"handler_count": 10}"#).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(prom().contains("dn_sim_event_loops 1"), "{}", prom());
+    let again = echo_rate(&clients, 4, 30).await;
+    drop(clients);
+    server.shutdown().await;
+
+    assert!(
+        one <= 25.0 * 1.02 && again <= 25.0 * 1.02,
+        "one loop: {one:.1}/s, {again:.1}/s"
+    );
+    assert!(
+        eight >= 3.0 * one.max(again),
+        "pool 2 after the resize (8 loops) {eight:.1}/s is not several times pool 10 (1 loop) {one:.1}/s, {again:.1}/s"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_bound_round_robin_and_the_stages_report_on_prom() {
     let mut profile = loop_profile(2, 100.0);

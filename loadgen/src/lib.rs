@@ -6,6 +6,7 @@
 //! combines the JSON results of several runs. `main.rs` only parses and prints; tests call
 //! [`run`] in-process. The modules' layers are in ARCHITECTURE.md.
 
+pub mod calibrate;
 pub mod cli;
 pub mod config;
 pub mod connection;
@@ -39,9 +40,12 @@ pub fn run(cli: cli::Cli) -> Result<Summary, Error> {
         cli::Command::Write(args) => run_config(&RunConfig::write(args)?),
         cli::Command::Read(args) => run_config(&RunConfig::read(args)?),
         cli::Command::Merge(args) => merge::run(args),
-        cli::Command::Plot(_) | cli::Command::Sweep(_) => Err(Error::Usage(
-            "plot and sweep write files rather than one run's report: use loadgen::run_tool".into(),
-        )),
+        cli::Command::Plot(_) | cli::Command::Sweep(_) | cli::Command::Calibrate(_) => {
+            Err(Error::Usage(
+                "plot and sweep write files rather than one run's report: use loadgen::run_tool"
+                    .into(),
+            ))
+        }
     }
 }
 
@@ -50,6 +54,7 @@ pub fn run_tool(cli: &cli::Cli) -> Option<Result<ToolOutput, Error>> {
     match &cli.command {
         cli::Command::Plot(args) => Some(plot::run(args)),
         cli::Command::Sweep(args) => Some(sweep::run(args)),
+        cli::Command::Calibrate(args) => Some(calibrate::run(args)),
         _ => None,
     }
 }

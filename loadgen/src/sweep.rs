@@ -22,7 +22,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// A minimal HTTP/1.1 exchange with dn-sim's admin listener; the answer's body on 200.
-fn http(addr: &str, method: &str, path: &str, body: &str) -> Result<String, String> {
+pub(crate) fn http(addr: &str, method: &str, path: &str, body: &str) -> Result<String, String> {
     let err = |e: std::io::Error| format!("{method} http://{addr}{path}: {e}");
     let sock = addr
         .to_socket_addrs()

@@ -6,6 +6,7 @@ use std::path::Path;
 
 /// Layers, top first: a module may use the modules of the layers after its own.
 const LAYERS: &[&[&str]] = &[
+    &["calibrate"],
     &["merge", "sweep"],
     &["plot"],
     &["run"],

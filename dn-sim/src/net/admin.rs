@@ -113,6 +113,10 @@ async fn put_config(State(s): State<AppState>, body: String) -> Response {
     }
     if let Some(n) = change.handler_count {
         s.admission.pool.resize(n).await;
+        // The event loops follow the pool as in a DataNode restarted with it (`sim::stages`).
+        if let Some(loops) = &s.admission.stages.event_loops {
+            loops.resize_for_pool(n, s.admission.metrics.recorder());
+        }
     }
     if let Some(bound) = change.max_queue {
         s.admission.pool.set_max_queue(bound);

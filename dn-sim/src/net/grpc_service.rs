@@ -29,8 +29,8 @@ type ResponseStream =
     Pin<Box<dyn Stream<Item = Result<ContainerCommandResponseProto, Status>> + Send>>;
 
 /// What the server knows of the connection a stream came on (tonic puts it in each request's
-/// extensions): its address and, when a profile models event loops (`sim::stages`), the loop it
-/// was bound to when accepted.
+/// extensions): its address and, when a profile models event loops (`sim::stages`), its ticket
+/// from the loops' round-robin chooser (its loop is the ticket modulo the loops of the moment).
 #[derive(Clone, Debug)]
 pub struct ConnectionInfo {
     pub tcp: tonic::transport::server::TcpConnectInfo,

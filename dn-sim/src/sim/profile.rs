@@ -290,6 +290,18 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_measured_profile_parses_and_carries_its_fit() {
+        let text = include_str!("../../../deploy/profiles/measured-2cores-ozone-2.2.0.toml");
+        let p = Profile::parse(text).unwrap();
+        assert_eq!(
+            (p.kind, p.cores, p.release),
+            (ProfileKind::Measured, 2, OzoneVersion::V2_2)
+        );
+        assert!(!p.is_free());
+        assert!(p.fit.residuals.len() >= 10, "{:?}", p.fit);
+    }
+
+    #[test]
     fn stage_tables_are_optional_and_cost_nothing() {
         let p = Profile::parse(MINIMAL).unwrap();
         assert!(p.is_free());

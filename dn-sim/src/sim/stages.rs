@@ -30,9 +30,12 @@
 //! Left out: the machine's CPU as a stage of its own (its cores shared by the loops' and the
 //! handlers' work). dn-sim's costs are waits, not CPU burnt, so a CPU stage would be one more
 //! shared virtual queue every other stage reserves in turn (`cores` servers), and its effect is
-//! entangled with the per-message costs a calibration fits at each concurrency; until a
-//! calibration shows that the loops and the handler pool alone cannot fit a real DataNode, the
-//! profile's `cores` only sizes the event loop group.
+//! entangled with the per-message costs a calibration fits at each concurrency. The profile's
+//! `cores` only sizes the event loop group. The first calibration (`scripts/exp-twin.sh`,
+//! `results/exp-twin.md`, Ozone 2.2.0 on 2 cores) shows where that falls short: at echo sleep 0
+//! the real DataNode's limit is the CPU it shares with its client, not a loop or a handler, and
+//! the loops and handlers fitted at pools 2 and 10 predict 1.8–3.3 × too few calls/s at pools
+//! 1, 4 and 16; a CPU stage is the next step.
 //!
 //! Without a profile, or with a profile whose costs are all zero, no stage exists
 //! ([`Stages::none`]): a request takes exactly the path it took before stages were modelled.
@@ -40,8 +43,11 @@
 use crate::datanode::timer::sleep_until;
 use crate::datanode::version::OzoneVersion;
 use crate::sim::profile::{MessageCost, Profile};
+use arc_swap::ArcSwap;
 use metrics::{Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::PrometheusRecorder;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -104,15 +110,68 @@ impl Direction {
 }
 
 /// The gRPC port's event loop group: `count` loops, connections bound round robin.
+///
+/// The group follows the handler pool: [`EventLoops::resize_for_pool`] re-derives the count as a
+/// DataNode restarted with the new pool would ([`event_loop_count`]), so that `PUT /config` of
+/// `handler_count` (what `loadgen sweep --param handler_count` does) behaves as that restart. A
+/// connection holds its *ticket* (its pick from the round-robin chooser) rather than a loop: it
+/// is served by loop `ticket mod count` of the group of the moment. New connections continue the
+/// round robin; connections open across a resize are dealt over the new loops in the order they
+/// were accepted, as they would be after reconnecting to the restarted DataNode in that order
+/// (a real restart closes them; dn-sim keeps them open). Messages already reserved on the old
+/// group finish there; the new loops start idle.
 pub struct EventLoops {
     epoch: Instant,
-    loops: Box<[VirtualQueue]>,
+    /// The loops of the moment; replaced whole by a resize (one atomic load per message).
+    loops: ArcSwap<Box<[VirtualQueue]>>,
     /// Picks so far from the group's chooser (the listener's included).
     picks: AtomicUsize,
+    /// What sizes the group: the release's rule and the machine's cores.
+    release: OzoneVersion,
+    cores: usize,
     costs: [MessageCost; 2],
-    connections: Box<[Gauge]>,
+    /// Open connections' tickets and the per-loop gauges; taken when a connection opens or
+    /// closes and on a resize, never per message.
+    bound: Mutex<Bound>,
+    recorder_loops: Gauge,
     service: [Histogram; 2],
     wait: [Histogram; 2],
+}
+
+struct Bound {
+    open: BTreeSet<usize>,
+    /// `dn_sim_event_loop_connections{loop}`, one per loop index ever used (loops beyond the
+    /// current count read 0).
+    gauges: Vec<Gauge>,
+}
+
+impl Bound {
+    /// Registers the gauges of loops `0..count` not registered yet.
+    fn register(&mut self, count: usize, recorder: &PrometheusRecorder) {
+        while self.gauges.len() < count {
+            let n = self.gauges.len();
+            let g = recorder.register_gauge(
+                &key(
+                    "dn_sim_event_loop_connections",
+                    vec![Label::new("loop", n.to_string())],
+                ),
+                &META,
+            );
+            g.set(0.0);
+            self.gauges.push(g);
+        }
+    }
+
+    /// Sets every loop's gauge from the open tickets for a group of `count` loops (registered).
+    fn recount(&mut self, count: usize) {
+        let mut per_loop = vec![0usize; self.gauges.len()];
+        for t in &self.open {
+            per_loop[t % count] += 1;
+        }
+        for (g, n) in self.gauges.iter().zip(per_loop) {
+            g.set(n as f64);
+        }
+    }
 }
 
 fn key(name: &'static str, labels: Vec<Label>) -> Key {
@@ -121,9 +180,41 @@ fn key(name: &'static str, labels: Vec<Label>) -> Key {
 
 impl EventLoops {
     /// `count` loops (at least one) costing `request` and `response` per message, with their
-    /// series on `recorder`.
+    /// series on `recorder`; a resize re-derives the count for Ozone 2.2.0 on `count / 2` cores
+    /// (use [`EventLoops::for_pool`] to name the release and cores).
     pub fn new(
         count: usize,
+        request: MessageCost,
+        response: MessageCost,
+        recorder: &PrometheusRecorder,
+    ) -> Self {
+        Self::build(
+            count,
+            OzoneVersion::V2_2,
+            (count / 2).max(1),
+            request,
+            response,
+            recorder,
+        )
+    }
+
+    /// The group of a DataNode of `release` with a pool of `pool_size` on `cores` processors.
+    pub fn for_pool(
+        release: OzoneVersion,
+        cores: usize,
+        pool_size: usize,
+        request: MessageCost,
+        response: MessageCost,
+        recorder: &PrometheusRecorder,
+    ) -> Self {
+        let count = event_loop_count(release, pool_size, cores);
+        Self::build(count, release, cores, request, response, recorder)
+    }
+
+    fn build(
+        count: usize,
+        release: OzoneVersion,
+        cores: usize,
         request: MessageCost,
         response: MessageCost,
         recorder: &PrometheusRecorder,
@@ -153,61 +244,94 @@ impl EventLoops {
             Some(Unit::Seconds),
             SharedString::const_str("Time messages waited for their connection's event loop"),
         );
-        recorder
-            .register_gauge(&key("dn_sim_event_loops", vec![]), &META)
-            .set(count as f64);
+        let loops_gauge = recorder.register_gauge(&key("dn_sim_event_loops", vec![]), &META);
+        loops_gauge.set(count as f64);
         let by_direction = |name: &'static str| {
             [Direction::Request, Direction::Response].map(|d| {
                 recorder
                     .register_histogram(&key(name, vec![Label::new("direction", d.label())]), &META)
             })
         };
+        let mut bound = Bound {
+            open: BTreeSet::new(),
+            gauges: Vec::new(),
+        };
+        bound.register(count, recorder);
         Self {
             epoch: Instant::now(),
-            loops: (0..count).map(|_| VirtualQueue::default()).collect(),
+            loops: ArcSwap::from_pointee(Self::queues(count)),
             picks: AtomicUsize::new(1), // the listening socket was registered on loop 0
+            release,
+            cores,
             costs: [request, response],
-            connections: (0..count)
-                .map(|i| {
-                    recorder.register_gauge(
-                        &key(
-                            "dn_sim_event_loop_connections",
-                            vec![Label::new("loop", i.to_string())],
-                        ),
-                        &META,
-                    )
-                })
-                .collect(),
+            bound: Mutex::new(bound),
+            recorder_loops: loops_gauge,
             service: by_direction("dn_sim_event_loop_service_seconds"),
             wait: by_direction("dn_sim_event_loop_queue_wait_seconds"),
         }
     }
 
+    fn queues(count: usize) -> Box<[VirtualQueue]> {
+        (0..count).map(|_| VirtualQueue::default()).collect()
+    }
+
     pub fn count(&self) -> usize {
-        self.loops.len()
+        self.loops.load().len()
     }
 
-    /// Binds an accepted connection to its loop, round robin as Netty's chooser; pair with
-    /// [`EventLoops::unbind`] when the connection closes.
+    /// Re-derives the group for a handler pool of `pool_size` (`PUT /config`'s
+    /// `handler_count`), as a DataNode restarted with that pool: a new group of
+    /// [`event_loop_count`] idle loops, open connections dealt over it by their tickets.
+    /// Returns the new count. `recorder`: where the group's series are (new loops' gauges).
+    pub fn resize_for_pool(&self, pool_size: usize, recorder: &PrometheusRecorder) -> usize {
+        let count = event_loop_count(self.release, pool_size, self.cores).max(1);
+        let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        bound.register(count, recorder);
+        if count != self.count() {
+            self.loops.store(std::sync::Arc::new(Self::queues(count)));
+        }
+        self.recorder_loops.set(count as f64);
+        bound.recount(count);
+        count
+    }
+
+    /// Binds an accepted connection round robin as Netty's chooser; returns its ticket (its
+    /// loop is the ticket modulo the group's count). Pair with [`EventLoops::unbind`] when the
+    /// connection closes.
     pub fn bind(&self) -> usize {
-        let i = self.picks.fetch_add(1, Relaxed) % self.loops.len();
-        self.connections[i].increment(1.0);
-        i
+        let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        let ticket = self.picks.fetch_add(1, Relaxed);
+        bound.open.insert(ticket);
+        let i = ticket % self.count();
+        bound.gauges[i].increment(1.0);
+        ticket
     }
 
-    pub fn unbind(&self, event_loop: usize) {
-        self.connections[event_loop].decrement(1.0);
+    pub fn unbind(&self, ticket: usize) {
+        let mut bound = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        if bound.open.remove(&ticket) {
+            let i = ticket % self.count();
+            bound.gauges[i].decrement(1.0);
+        }
     }
 
-    /// A message of `bytes` bytes passes loop `event_loop` (`bind`'s answer) now: returns when
-    /// the loop has served it. A zero cost returns at once and touches nothing.
-    pub async fn pass(&self, event_loop: usize, direction: Direction, bytes: usize) {
+    /// The loop a connection's `ticket` is served by now.
+    pub fn loop_of(&self, ticket: usize) -> usize {
+        ticket % self.count()
+    }
+
+    /// A message of `bytes` bytes passes the loop of connection `ticket` (`bind`'s answer) now:
+    /// returns when the loop has served it. A zero cost returns at once and touches nothing.
+    pub async fn pass(&self, ticket: usize, direction: Direction, bytes: usize) {
         let cost = self.costs[direction as usize].nanos(bytes);
         if cost == 0 {
             return;
         }
         let arrived = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let start = self.loops[event_loop % self.loops.len()].reserve(arrived, cost);
+        let start = {
+            let loops = self.loops.load();
+            loops[ticket % loops.len()].reserve(arrived, cost)
+        };
         self.wait[direction as usize].record(Duration::from_nanos(start - arrived).as_secs_f64());
         self.service[direction as usize].record(Duration::from_nanos(cost).as_secs_f64());
         sleep_until(self.epoch + Duration::from_nanos(start.saturating_add(cost))).await;
@@ -278,8 +402,10 @@ impl Stages {
         let handler_cost = !(p.handler_request.is_zero() && p.handler_response.is_zero());
         Self {
             event_loops: loops_cost.then(|| {
-                EventLoops::new(
-                    event_loop_count(p.release, pool_size, p.cores),
+                EventLoops::for_pool(
+                    p.release,
+                    p.cores,
+                    pool_size,
                     p.event_loop_request,
                     p.event_loop_response,
                     recorder,
@@ -332,10 +458,40 @@ mod tests {
     #[test]
     fn connections_bind_round_robin_after_the_listener() {
         let loops = EventLoops::new(4, cost(1.0), cost(0.0), &recorder());
-        let picks: Vec<usize> = (0..9).map(|_| loops.bind()).collect();
+        let picks: Vec<usize> = (0..9).map(|_| loops.loop_of(loops.bind())).collect();
         assert_eq!(picks, [1, 2, 3, 0, 1, 2, 3, 0, 1]);
         let one = EventLoops::new(1, cost(1.0), cost(0.0), &recorder());
-        assert!((0..5).all(|_| one.bind() == 0));
+        assert!((0..5).all(|_| one.loop_of(one.bind()) == 0));
+    }
+
+    #[test]
+    fn a_resize_re_derives_the_loops_and_deals_open_connections_over_them() {
+        let r = recorder();
+        // Pool 10 on 2 cores: one loop; pool 4: 2 x 2 = 4; pool 25: 2.
+        let loops = EventLoops::for_pool(OzoneVersion::V2_2, 2, 10, cost(1.0), cost(0.0), &r);
+        assert_eq!(loops.count(), 1);
+        let tickets: Vec<usize> = (0..6).map(|_| loops.bind()).collect();
+        assert!(tickets.iter().all(|&t| loops.loop_of(t) == 0));
+        assert_eq!(loops.resize_for_pool(4, &r), 4);
+        let now: Vec<usize> = tickets.iter().map(|&t| loops.loop_of(t)).collect();
+        assert_eq!(now, [1, 2, 3, 0, 1, 2]);
+        let text = r.handle().render();
+        assert!(text.contains("dn_sim_event_loops 4"), "{text}");
+        for (i, n) in [(0, 1), (1, 2), (2, 2), (3, 1)] {
+            let line = format!("dn_sim_event_loop_connections{{loop=\"{i}\"}} {n}");
+            assert!(text.contains(&line), "no {line} in {text}");
+        }
+        // A new connection continues the round robin; a closed one leaves its loop.
+        assert_eq!(loops.loop_of(loops.bind()), 3);
+        loops.unbind(tickets[0]);
+        assert_eq!(loops.resize_for_pool(25, &r), 2);
+        let text = r.handle().render();
+        assert!(text.contains("dn_sim_event_loops 2"), "{text}");
+        // Tickets 2..=7 open: 2, 4, 6 on loop 0; 3, 5, 7 on loop 1; loops 2 and 3 are gone.
+        for (i, n) in [(0, 3), (1, 3), (2, 0), (3, 0)] {
+            let line = format!("dn_sim_event_loop_connections{{loop=\"{i}\"}} {n}");
+            assert!(text.contains(&line), "no {line} in {text}");
+        }
     }
 
     #[test]
@@ -385,7 +541,7 @@ mod tests {
         let mut pass = std::pin::pin!(loops.pass(0, Direction::Request, 4 << 20));
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         assert!(pass.as_mut().poll(&mut cx).is_ready());
-        assert_eq!(loops.loops[0].free_at.load(Relaxed), 0);
+        assert_eq!(loops.loops.load()[0].free_at.load(Relaxed), 0);
         // No profile, or a profile of zero costs: no stage at all, and no series.
         let r = recorder();
         let free = Profile::parse(

@@ -3,6 +3,7 @@
 //! bad value is reported with the flag's name; [`crate::config`] turns the flags into a
 //! [`crate::config::RunConfig`] the engine uses.
 
+pub mod calibrate;
 pub mod plot;
 pub mod sweep;
 
@@ -36,6 +37,10 @@ pub enum Command {
     /// Draw an SVG chart: of one JSON result (latency by percentile, throughput and latency per
     /// interval) or of columns of a CSV file (--csv FILE --x COL --y COL[,COL] --series COL).
     Plot(Box<plot::PlotArgs>),
+    /// Measure a DataNode (a real one or dn-sim) and fit the costs of dn-sim's stages to it:
+    /// service times per command and size, the saturation curve, runs at several pools; writes
+    /// a profile for `dn-sim --profile`.
+    Calibrate(Box<calibrate::CalibrateArgs>),
     /// Run a workload over a parameter matrix (loadgen flags and dn-sim settings through its
     /// admin endpoint); write one CSV, one JSON and one chart, print a markdown table.
     Sweep(Box<sweep::SweepArgs>),

@@ -1,0 +1,451 @@
+//! The fit of `loadgen calibrate`: a DataNode's stage costs (`dn-sim --profile`) from measured
+//! cells. Pure: no I/O.
+//!
+//! The model is dn-sim's (`dn-sim/src/sim/stages.rs`): a request passes its connection's event
+//! loop (`L` per request and response together, plus per byte), a handler of the pool (`H` per
+//! command, plus per byte), and the loop again. A closed loop of `N` requests in flight on `C`
+//! connections against a pool of `P` handlers and `loops(P)` event loops (pool / 10, or
+//! 2 × cores below 10, as `XceiverServerGrpc` in Ozone 2.0.0–2.2.0) serves at most
+//!
+//! ```text
+//! X = min( N / R,  min(loops(P), C, N) / L,  min(P, N) / H )
+//! ```
+//!
+//! calls/s, where `R` is the latency measured with one request in flight (the client's and the
+//! network's time included). The fit, in three least-squares steps on few points:
+//!
+//! 1. **Per byte** from latencies at one request in flight: the response's cost per byte is the
+//!    slope between echoes of 0 B and 1 MiB responses; the request's is the least-squares slope
+//!    of WriteChunk latency over chunk sizes (64 KB, 1 MB, 4 MB). These slopes include the
+//!    client's and the transport's cost per byte, which dn-sim's own run pays again: with
+//!    `--baseline` (a dn-sim without a profile, measured by the same cells) its slopes are
+//!    subtracted.
+//! 2. **Per message**, `L` and `H`: a grid search (log-spaced, 40 points a decade, 0.5 µs – 1 s)
+//!    minimizing the sum of squared log errors of `X` over every saturation cell of 0 B echoes
+//!    (every concurrency and pool). A stage the cells never show as the limit gets the smallest
+//!    cost that fits as well (ties go to the cheaper stage cost).
+//! 3. **Which stage pays per byte**: the fraction `f` of the per-byte slopes on the handler
+//!    (the rest on the loop), from 1 down to 0 in steps of 0.05, minimizing the same error over
+//!    the saturation cells of 1 MiB echoes; without such cells `f` = 1 (grpc-java parses and
+//!    serializes on the handler's thread).
+//!
+//! `L` is split evenly between the request and the response direction (a loop's throughput
+//! depends only on the sum); `H` is charged on the request.
+
+use serde::{Deserialize, Serialize};
+
+/// What a cell ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Echoes (`loadgen echo`), `resp_bytes` of response payload.
+    Echo,
+    /// Blocks written (`loadgen write`) in chunks of `req_bytes`.
+    Write,
+}
+
+/// One measured cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    pub kind: Kind,
+    /// The target's handler pool when it ran.
+    pub pool: u32,
+    pub clients: u32,
+    pub threads: u32,
+    /// Payload of a request (WriteChunk: the chunk) and of a response (echo).
+    pub req_bytes: u64,
+    pub resp_bytes: u64,
+    pub calls_per_s: f64,
+    /// Payload MB/s (MB = 2^20 bytes).
+    pub mb_per_s: f64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Measured on the `--baseline` (a dn-sim without a profile), not on the target.
+    #[serde(default)]
+    pub baseline: bool,
+}
+
+impl Cell {
+    /// Requests in flight: loadgen's workers (`-t`, over all connections), one each.
+    pub fn in_flight(&self) -> u32 {
+        self.threads
+    }
+
+    /// Connections that carry requests (a worker uses one connection).
+    pub fn active_connections(&self) -> u32 {
+        self.clients.min(self.threads)
+    }
+
+    pub fn label(&self) -> String {
+        let size = |b: u64| match b {
+            0 => "0B".to_string(),
+            b if b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+            b => format!("{}KiB", b >> 10),
+        };
+        match self.kind {
+            Kind::Echo => format!(
+                "echo resp={} pool={} {}x{}",
+                size(self.resp_bytes),
+                self.pool,
+                self.clients,
+                self.threads
+            ),
+            Kind::Write => format!(
+                "write chunk={} pool={} {}x{}",
+                size(self.req_bytes),
+                self.pool,
+                self.clients,
+                self.threads
+            ),
+        }
+    }
+}
+
+/// The fitted costs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fitted {
+    pub cores: u32,
+    /// Event loop µs per request and response together.
+    pub loop_us: f64,
+    /// Handler µs per command.
+    pub handler_us: f64,
+    /// ns per byte of a request, of a response (loop and handler together).
+    pub req_ns_per_byte: f64,
+    pub resp_ns_per_byte: f64,
+    /// The handler's share of the per-byte cost.
+    pub handler_byte_share: f64,
+    /// Latency (ms) at one request in flight of a 0 B echo; WriteChunk's at 0 bytes.
+    pub echo_base_ms: f64,
+    pub write_base_ms: f64,
+    /// Per cell: label, unit, measured, predicted.
+    pub residuals: Vec<(String, &'static str, f64, f64)>,
+}
+
+/// `XceiverServerGrpc`'s event loop count (Ozone 2.0.0–2.2.0): pool / 10, 0 → 2 × cores.
+pub fn loops(pool: u32, cores: u32) -> u32 {
+    match pool / 10 {
+        0 => (2 * cores).max(1),
+        n => n,
+    }
+}
+
+/// The model's calls/s for a cell given the costs (µs).
+fn predict(c: &Cell, cores: u32, r_ms: f64, loop_us: f64, handler_us: f64) -> f64 {
+    let n = f64::from(c.in_flight().max(1));
+    let by_latency = n / (r_ms.max(1e-6) / 1e3);
+    let by_loops =
+        f64::from(loops(c.pool, cores).min(c.active_connections().max(1))) / (loop_us * 1e-6);
+    let by_handlers = f64::from(c.pool.min(c.in_flight().max(1))) / (handler_us * 1e-6);
+    by_latency.min(by_loops).min(by_handlers)
+}
+
+fn grid() -> impl Iterator<Item = f64> + Clone {
+    // 0.5 µs … 1 s, 40 points a decade.
+    (0..=252).map(|k| 0.5 * 10f64.powf(f64::from(k) / 40.0))
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    (n > 0).then(|| s / n as f64)
+}
+
+/// Least-squares line through `(x, y)` points: (intercept, slope).
+fn line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| {
+        let slope = sxy / sxx;
+        (my - slope * mx, slope)
+    })
+}
+
+/// Mean latency (ms) of echoes of `resp` bytes at one request in flight.
+fn single(cells: &[&Cell], resp: u64) -> Option<f64> {
+    mean(
+        cells
+            .iter()
+            .filter(|c| c.kind == Kind::Echo && c.in_flight() == 1)
+            .filter(|c| c.resp_bytes == resp && c.req_bytes == 0)
+            .map(|c| c.mean_ms),
+    )
+}
+
+/// At one request in flight: the response's ns per byte (0 B vs 1 MiB echoes), WriteChunk's
+/// latency at 0 bytes (ms) and the request's ns per byte (the line over chunk sizes).
+fn slopes(cells: &[&Cell], echo_base_ms: f64) -> (f64, f64, f64) {
+    let mib = (1u64 << 20) as f64;
+    let resp =
+        single(cells, 1 << 20).map_or(0.0, |big| ((big - echo_base_ms) * 1e6 / mib).max(0.0));
+    let writes: Vec<(f64, f64)> = cells
+        .iter()
+        .filter(|c| c.kind == Kind::Write && c.in_flight() == 1)
+        .map(|c| (c.req_bytes as f64, c.mean_ms))
+        .collect();
+    let (base, req) = match line(&writes) {
+        Some((b, s)) => (b.max(0.0), (s * 1e6).max(0.0)),
+        None => (writes.first().map_or(0.0, |w| w.1), 0.0),
+    };
+    (resp, base, req)
+}
+
+/// Fits `cells` for a machine of `cores`. Errors name what is missing.
+pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
+    let (target, base): (Vec<&Cell>, Vec<&Cell>) = cells.iter().partition(|c| !c.baseline);
+    let echo_base_ms = single(&target, 0)
+        .ok_or("no echo cell of 0 B at one request in flight (1 connection x 1 worker)")?;
+    let mib = 1u64 << 20;
+    // Step 1: per byte, less the baseline's (the client's and the transport's share).
+    let (t_resp, t_write_ms, t_req) = slopes(&target, echo_base_ms);
+    let (resp_ns_per_byte, req_ns_per_byte) = match single(&base, 0) {
+        Some(b0) => {
+            let (b_resp, _, b_req) = slopes(&base, b0);
+            ((t_resp - b_resp).max(0.0), (t_req - b_req).max(0.0))
+        }
+        None => (t_resp, t_req),
+    };
+    let write_base_ms = t_write_ms;
+    let cells = &target[..];
+    // Step 2: per message, on 0 B echoes.
+    let small: Vec<&Cell> = cells
+        .iter()
+        .copied()
+        .filter(|c| c.kind == Kind::Echo && c.resp_bytes == 0 && c.req_bytes == 0)
+        .collect();
+    let loss = |set: &[&Cell], r_ms: f64, l: f64, h: f64| -> f64 {
+        set.iter()
+            .map(|c| {
+                (predict(c, cores, r_ms, l, h) / c.calls_per_s.max(1e-9))
+                    .ln()
+                    .powi(2)
+            })
+            .sum()
+    };
+    let mut best = (f64::INFINITY, 0.0, 0.0);
+    for l in grid() {
+        for h in grid() {
+            let e = loss(&small, echo_base_ms, l, h);
+            if e < best.0 - 1e-12 {
+                best = (e, l, h);
+            }
+        }
+    }
+    let (_, loop_us, handler_us) = best;
+    // Step 3: who pays per byte, on 1 MiB echoes under load.
+    let big: Vec<&Cell> = cells
+        .iter()
+        .copied()
+        .filter(|c| c.kind == Kind::Echo && c.resp_bytes == mib && c.in_flight() > 1)
+        .collect();
+    let big_ms = single(cells, mib).unwrap_or(echo_base_ms);
+    let byte_us = resp_ns_per_byte * mib as f64 / 1e3;
+    let mut share = (f64::INFINITY, 1.0);
+    for k in (0..=20).rev() {
+        let f = f64::from(k) / 20.0;
+        let e = loss(
+            &big,
+            big_ms,
+            loop_us + (1.0 - f) * byte_us,
+            handler_us + f * byte_us,
+        );
+        if e < share.0 - 1e-12 {
+            share = (e, f);
+        }
+    }
+    let handler_byte_share = share.1;
+    // Residuals: every cell against the fitted model.
+    let residuals = cells
+        .iter()
+        .map(|c| match c.kind {
+            Kind::Echo => {
+                let b = c.resp_bytes as f64;
+                let (l, h) = (
+                    loop_us + (1.0 - handler_byte_share) * resp_ns_per_byte * b / 1e3,
+                    handler_us + handler_byte_share * resp_ns_per_byte * b / 1e3,
+                );
+                let r = echo_base_ms + t_resp * b / 1e6;
+                (
+                    c.label(),
+                    "calls/s",
+                    c.calls_per_s,
+                    predict(c, cores, r, l, h),
+                )
+            }
+            Kind::Write => {
+                // Step 1's line: WriteChunk's latency at one request in flight.
+                let b = c.req_bytes as f64;
+                let r = write_base_ms + t_req * b / 1e6;
+                (c.label(), "WriteChunk mean ms", c.mean_ms, r)
+            }
+        })
+        .collect();
+    Ok(Fitted {
+        cores,
+        loop_us,
+        handler_us,
+        req_ns_per_byte,
+        resp_ns_per_byte,
+        handler_byte_share,
+        echo_base_ms,
+        write_base_ms,
+        residuals,
+    })
+}
+
+impl Fitted {
+    /// The profile (`dn-sim-profile/1`, kind `measured`).
+    pub fn to_toml(&self, release: &str, source: &str, measured_at: &str) -> String {
+        let f = self.handler_byte_share;
+        let mut t = format!(
+            "# A MEASURED dn-sim profile, written by `loadgen calibrate` (docs/loadgen.md).\n\
+             # Fit: echo base latency {:.3} ms, WriteChunk base latency {:.3} ms at one request\n\
+             # in flight; the handler pays {:.0} % of the per-byte costs.\n\n\
+             format = \"dn-sim-profile/1\"\nkind = \"measured\"\n\n\
+             [machine]\ncores = {}\nozone_release = \"{release}\"\n\n",
+            self.echo_base_ms,
+            self.write_base_ms,
+            f * 100.0,
+            self.cores
+        );
+        let table = |name: &str, us: f64, ns: f64| {
+            format!("[{name}]\nper_message_us = {us:.3}\nper_byte_ns = {ns:.5}\n\n")
+        };
+        t += &table(
+            "event_loops.request",
+            self.loop_us / 2.0,
+            (1.0 - f) * self.req_ns_per_byte,
+        );
+        t += &table(
+            "event_loops.response",
+            self.loop_us / 2.0,
+            (1.0 - f) * self.resp_ns_per_byte,
+        );
+        t += &table("handler.request", self.handler_us, f * self.req_ns_per_byte);
+        t += &table("handler.response", 0.0, f * self.resp_ns_per_byte);
+        t += &format!(
+            "[fit]\nsource = {}\nmeasured_at = {}\n",
+            quote(source),
+            quote(measured_at)
+        );
+        for (cell, unit, measured, predicted) in &self.residuals {
+            t += &format!(
+                "\n[[fit.residuals]]\ncell = {}\nunit = \"{unit}\"\nmeasured = {measured:.3}\npredicted = {predicted:.3}\n",
+                quote(cell)
+            );
+        }
+        t
+    }
+
+    /// A markdown table of the fit and its residuals.
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "fitted: event loop {:.1} µs/message pair, handler {:.1} µs/command, \
+             request {:.4} ns/B, response {:.4} ns/B (handler share {:.2}), {} cores\n\n\
+             | cell | unit | measured | model | model ÷ measured |\n|---|---|---:|---:|---:|\n",
+            self.loop_us,
+            self.handler_us,
+            self.req_ns_per_byte,
+            self.resp_ns_per_byte,
+            self.handler_byte_share,
+            self.cores
+        );
+        for (cell, unit, m, p) in &self.residuals {
+            s += &format!(
+                "| {cell} | {unit} | {m:.1} | {p:.1} | {:.2} |\n",
+                p / m.max(1e-9)
+            );
+        }
+        s
+    }
+}
+
+fn quote(s: &str) -> String {
+    let escaped: String = s
+        .chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            c if c.is_control() => vec![' '],
+            c => vec![c],
+        })
+        .collect();
+    format!("\"{escaped}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo(pool: u32, c: u32, t: u32, resp: u64, calls: f64, mean_ms: f64) -> Cell {
+        Cell {
+            kind: Kind::Echo,
+            pool,
+            clients: c,
+            threads: t,
+            req_bytes: 0,
+            resp_bytes: resp,
+            calls_per_s: calls,
+            mb_per_s: 0.0,
+            mean_ms,
+            p50_ms: mean_ms,
+            p99_ms: mean_ms,
+            baseline: false,
+        }
+    }
+
+    #[test]
+    fn loops_follow_xceiver_server_grpc() {
+        assert_eq!(
+            [1, 9, 10, 19, 20, 35].map(|p| loops(p, 2)),
+            [4, 4, 1, 1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn synthetic_cells_of_a_known_model_give_back_its_costs() {
+        // L = 400 µs, H = 600 µs, 2 cores; 1 MiB responses cost 2 ns/B, all on the handler.
+        let (l, h, cores) = (400.0, 600.0, 2);
+        let r0 = 1.2;
+        let mut cells = vec![echo(10, 1, 1, 0, 1e3 / r0, r0)];
+        for (pool, c, t) in [(2, 32, 32), (10, 32, 32), (10, 4, 4), (4, 8, 8)] {
+            let x = predict(&echo(pool, c, t, 0, 1.0, 1.0), cores, r0, l, h);
+            cells.push(echo(pool, c, t, 0, x, 1.0));
+        }
+        let byte_us = 2.0 * 1048576.0 / 1e3;
+        let r1 = r0 + byte_us / 1e3;
+        cells.push(echo(10, 1, 1, 1 << 20, 1e3 / r1, r1));
+        for pool in [2, 10] {
+            let x = predict(
+                &echo(pool, 8, 4, 1 << 20, 1.0, 1.0),
+                cores,
+                r1,
+                l,
+                h + byte_us,
+            );
+            cells.push(echo(pool, 8, 4, 1 << 20, x, 1.0));
+        }
+        let f = fit(&cells, cores).unwrap();
+        assert!((f.loop_us / l - 1.0).abs() < 0.03, "{f:?}");
+        assert!((f.handler_us / h - 1.0).abs() < 0.03, "{f:?}");
+        assert!((f.resp_ns_per_byte - 2.0).abs() < 1e-6, "{f:?}");
+        assert!(f.handler_byte_share > 0.9, "{f:?}");
+        for (cell, _, m, p) in &f.residuals {
+            assert!((p / m - 1.0).abs() < 0.05, "{cell}: {m} vs {p}");
+        }
+        let toml = f.to_toml("2.2.0", "a \"test\"", "now");
+        assert!(toml.contains("kind = \"measured\""), "{toml}");
+        assert!(toml.contains("source = \"a \\\"test\\\"\""), "{toml}");
+    }
+
+    #[test]
+    fn without_a_single_request_echo_there_is_no_fit() {
+        let e = fit(&[echo(10, 32, 32, 0, 1000.0, 1.0)], 2).unwrap_err();
+        assert!(e.contains("one request in flight"), "{e}");
+    }
+}

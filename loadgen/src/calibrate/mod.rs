@@ -1,0 +1,297 @@
+//! `loadgen calibrate`: measures a DataNode (a real one or dn-sim) and fits the costs of
+//! dn-sim's stages to it, writing a profile for `dn-sim --profile` ([`fit`] says how).
+//!
+//! The cells, each a `loadgen echo` or `loadgen write` run in this process against `--target`
+//! at its current pool (`--pool`):
+//! - at one request in flight (1 connection × 1 worker): echoes of 0 B and 1 MiB responses, and
+//!   WriteChunks of 64 KB, 1 MB and 4 MB chunks (service time per command and size);
+//! - the saturation curve of 0 B echoes: 4, 8 and `--threads` workers (requests in flight) on
+//!   4, 8 and `--clients` connections;
+//! - 1 MiB echoes under load: 8 workers on 8 connections (at most `--clients`, `--threads`).
+//!
+//! With `--baseline HOST:PORT` (a dn-sim without a profile) the cells at one request in flight
+//! run there too, and their per-byte slopes, the client's and the transport's share, are taken
+//! off the target's.
+//!
+//! With `--admin` (dn-sim's) and `--pools`, the two loaded cells (0 B at `--clients` ×
+//! `--threads`, 1 MiB with 8 workers) run again at each pool, set by `PUT /config`. A real DataNode
+//! sizes its event loops at start, so its other pools come from runs of their own, restarted
+//! with the pool key, saved with `--cells-out` and given back with `--with`.
+
+pub mod fit;
+
+use crate::cli::calibrate::CalibrateArgs;
+use crate::cli::{Cli, Command};
+use crate::error::Error;
+use crate::run::ToolOutput;
+use clap::Parser;
+use fit::{Cell, Kind};
+use serde_json::{Value, json};
+use std::path::Path;
+
+const MIB: u64 = 1 << 20;
+
+pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
+    let usage = |m: String| Error::Usage(format!("calibrate: {m}"));
+    if !args.pools.is_empty() && args.admin.is_none() {
+        return Err(usage(
+            "--pools needs --admin HOST:PORT (dn-sim's --metrics-listen); restart a real DataNode per pool and use --with".into(),
+        ));
+    }
+    if args.target.is_none() && args.with.is_empty() {
+        return Err(usage("--target HOST:PORT or --with FILE is needed".into()));
+    }
+    if args.target.is_none() && !args.pools.is_empty() {
+        return Err(usage("--pools needs --target".into()));
+    }
+    let mut cells = Vec::new();
+    for path in &args.with {
+        cells.extend(read_cells(path).map_err(|m| usage(format!("--with {m}")))?);
+    }
+    let mut measured = Vec::new();
+    if let Some(target) = &args.target {
+        measured = measure(args, target)?;
+    }
+    if let (Some(base), None) = (&args.baseline, &args.target) {
+        for (kind, bytes) in SINGLE {
+            let mut c = cell(args, base, 0, kind, bytes, (1, 1)).map_err(Error::mid_run)?;
+            c.baseline = true;
+            measured.push(c);
+        }
+    }
+    if let Some(path) = &args.cells_out {
+        let text = serde_json::to_string_pretty(&json!({ "cells": measured })).expect("JSON");
+        std::fs::write(path, text + "\n")
+            .map_err(|e| Error::Io(format!("calibrate: {}: {e}", path.display())))?;
+    }
+    cells.extend(measured);
+    let cores = args.cores.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(4096) as u32)
+    });
+    let fitted = match fit::fit(&cells, cores) {
+        Ok(f) => f,
+        // Measured but not enough to fit: the cells file is the result.
+        Err(m) if args.out.is_none() => {
+            return Ok(ToolOutput {
+                stdout: format!("{} cell(s) measured; no fit: {m}\n", cells.len()),
+            });
+        }
+        Err(m) => return Err(usage(format!("cannot fit: {m}"))),
+    };
+    if let Some(path) = &args.out {
+        let source = match &args.target {
+            Some(t) => format!(
+                "loadgen calibrate against {t} (pool {}), {} cell(s) incl. --with",
+                args.pool,
+                cells.len()
+            ),
+            None => format!("loadgen calibrate of {} cell(s) from --with", cells.len()),
+        };
+        let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        std::fs::write(path, fitted.to_toml(&args.release, &source, &at))
+            .map_err(|e| Error::Io(format!("calibrate: {}: {e}", path.display())))?;
+        eprintln!("loadgen calibrate: wrote {}", path.display());
+    }
+    Ok(ToolOutput {
+        stdout: fitted.markdown(),
+    })
+}
+
+fn read_cells(path: &Path) -> Result<Vec<Cell>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    #[derive(serde::Deserialize)]
+    struct File {
+        cells: Vec<Cell>,
+    }
+    let f: File = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(c) = f
+        .cells
+        .iter()
+        .find(|c| !(c.calls_per_s.is_finite() && c.calls_per_s > 0.0 && c.mean_ms.is_finite()))
+    {
+        return Err(format!(
+            "{}: cell '{}' has no positive calls/s or latency",
+            path.display(),
+            c.label()
+        ));
+    }
+    Ok(f.cells)
+}
+
+/// One cell: `kind` with `bytes` (echo: response; write: chunk) from `clients` × `threads`.
+fn cell(
+    args: &CalibrateArgs,
+    target: &str,
+    pool: u32,
+    kind: Kind,
+    bytes: u64,
+    (clients, threads): (u32, u32),
+) -> Result<Cell, Error> {
+    let mut argv: Vec<String> = vec!["loadgen".into()];
+    let common = [
+        "--target".to_string(),
+        target.to_string(),
+        "--clients".into(),
+        clients.to_string(),
+        "-t".into(),
+        threads.to_string(),
+        "--duration".into(),
+        format!("{}ms", args.duration.as_millis().max(1)),
+        "--warmup".into(),
+        format!("{}ms", args.warmup.as_millis()),
+        "--container-id".into(),
+        args.container_id.to_string(),
+    ];
+    match kind {
+        Kind::Echo => {
+            argv.push("echo".into());
+            argv.extend(common);
+            argv.extend(["--payload-resp".into(), (bytes / 1024).to_string()]);
+        }
+        Kind::Write => {
+            argv.push("write".into());
+            argv.extend(common);
+            let size = format!("{}KB", bytes / 1024);
+            argv.extend([
+                "--write-size".into(),
+                size.clone(),
+                "--chunk-size".into(),
+                size,
+            ]);
+        }
+    }
+    let cli = Cli::try_parse_from(&argv)
+        .map_err(|e| Error::Usage(format!("calibrate: {}: {e}", argv.join(" "))))?;
+    let config = match &cli.command {
+        Command::Echo(a) => crate::config::RunConfig::echo(a)?,
+        Command::Write(a) => crate::config::RunConfig::write(a)?,
+        _ => unreachable!("calibrate builds echo and write runs only"),
+    };
+    let r = crate::run::run_config(&config)?.results;
+    let mut c = Cell {
+        kind,
+        pool,
+        clients,
+        threads,
+        req_bytes: 0,
+        resp_bytes: 0,
+        calls_per_s: r.success_rate(),
+        mb_per_s: r.bytes_received_per_s() / MIB as f64,
+        mean_ms: r.corrected.mean_ms(),
+        p50_ms: r.corrected.percentile_ms(50.0),
+        p99_ms: r.corrected.percentile_ms(99.0),
+        baseline: false,
+    };
+    match kind {
+        Kind::Echo => c.resp_bytes = bytes,
+        Kind::Write => {
+            c.req_bytes = bytes;
+            let chunks = r.ops.get("WriteChunk");
+            if let Some(w) = chunks {
+                c.calls_per_s = w.per_second();
+                c.mean_ms = w.latency.mean_ms();
+                c.p50_ms = w.latency.percentile_ms(50.0);
+                c.p99_ms = w.latency.percentile_ms(99.0);
+            }
+            c.mb_per_s = r.write.as_ref().map_or(0.0, |w| w.mb_per_s);
+        }
+    }
+    // A stray failure (a request cut at the cell's end) does not void a cell; more than 1 % do.
+    let failed = r.failures() as f64 > 0.01 * r.successes() as f64;
+    if failed || c.calls_per_s.is_nan() || c.calls_per_s <= 0.0 {
+        return Err(Error::Run(format!(
+            "calibrate: {}: {} failure(s), {:.1} calls/s",
+            c.label(),
+            r.failures(),
+            c.calls_per_s
+        )));
+    }
+    eprintln!(
+        "loadgen calibrate: {}: {:.1} calls/s, {:.2} MB/s, mean {:.3} ms, p99 {:.3} ms, {} failure(s)",
+        c.label(),
+        c.calls_per_s,
+        c.mb_per_s,
+        c.mean_ms,
+        c.p99_ms,
+        r.failures()
+    );
+    Ok(c)
+}
+
+/// The cells at one request in flight: per command and size.
+const SINGLE: [(Kind, u64); 5] = [
+    (Kind::Echo, 0),
+    (Kind::Echo, MIB),
+    (Kind::Write, 64 << 10),
+    (Kind::Write, MIB),
+    (Kind::Write, 4 * MIB),
+];
+
+fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
+    let full = (args.clients, args.threads);
+    let mid = (args.clients.min(8), args.threads.min(8));
+    let pool = args.pool;
+    let mut cells = Vec::new();
+    // The cells at one request in flight, each followed by the baseline's same cell: a load
+    // that drifts (a shared machine) shifts both alike.
+    for (kind, bytes) in SINGLE {
+        let c = cell(args, target, pool, kind, bytes, (1, 1));
+        // The first cell finds an unreachable target (exit 2).
+        cells.push(if cells.is_empty() {
+            c?
+        } else {
+            c.map_err(Error::mid_run)?
+        });
+        if let Some(base) = &args.baseline {
+            let mut b = cell(args, base, 0, kind, bytes, (1, 1)).map_err(Error::mid_run)?;
+            b.baseline = true;
+            cells.push(b);
+        }
+    }
+    for (kind, bytes, shape) in [
+        (Kind::Echo, 0, (args.clients.min(4), args.threads.min(4))),
+        (Kind::Echo, 0, mid),
+        (Kind::Echo, 0, full),
+        (Kind::Echo, MIB, mid),
+    ] {
+        cells.push(cell(args, target, pool, kind, bytes, shape).map_err(Error::mid_run)?);
+    }
+    let Some(admin) = &args.admin else {
+        return Ok(cells);
+    };
+    let restore = crate::sweep::http(admin, "GET", "/config", "")
+        .map_err(|m| Error::Unreachable(format!("calibrate: --admin: {m}")))
+        .and_then(|body| {
+            serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v.get("handler_count").cloned())
+                .ok_or_else(|| {
+                    Error::Run("calibrate: --admin: GET /config has no handler_count".into())
+                })
+        })?;
+    let mut outcome = Ok(());
+    for &p in &args.pools {
+        let body = json!({ "handler_count": p }).to_string();
+        if let Err(m) = crate::sweep::http(admin, "PUT", "/config", &body) {
+            outcome = Err(Error::Run(format!("calibrate: --admin: {m}")));
+            break;
+        }
+        for (bytes, shape) in [(0, full), (MIB, mid)] {
+            match cell(args, target, p, Kind::Echo, bytes, shape) {
+                Ok(c) => cells.push(c),
+                Err(e) => {
+                    outcome = Err(e.mid_run());
+                    break;
+                }
+            }
+        }
+        if outcome.is_err() {
+            break;
+        }
+    }
+    let body = json!({ "handler_count": restore }).to_string();
+    if let Err(m) = crate::sweep::http(admin, "PUT", "/config", &body) {
+        eprintln!("loadgen calibrate: warning: could not restore handler_count: {m}");
+    }
+    outcome.map(|()| cells)
+}

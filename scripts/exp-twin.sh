@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# Experiment "twin": calibrate dn-sim on a real Ozone DataNode, then test its predictions on cells
+# the fit never saw, real and dn-sim in one run.
+#
+# 1. Fit. A real DataNode (scripts/real-datanode.sh, one volume) restarted with
+#    hdds.datanode.read.chunk.threads.per.volume (the gRPC pool) = 2 and 10; on each
+#    `loadgen calibrate --pool P` measures echoes (0 B, 1 MiB responses) and WriteChunks (64 KB,
+#    1 MB, 4 MB) at one request in flight and 0 B echoes at 4, 8 and 32 in flight (32 connections
+#    at most), 1 MiB echoes with 8; a dn-sim without a profile is the per-byte baseline. The
+#    cells of both pools are fitted into the profile (kind "measured").
+# 2. Validation, cells the fit did not see, on the real DataNode and on dn-sim --profile (the
+#    same pool key given to dn-sim, which derives the same event loops):
+#    - the handler experiment: pools 1, 4, 16, `loadgen echo` 32 connections x 32 workers,
+#      --sleep-time-ms 0, 1, 2;
+#    - the HDDS-10442 payload table at pool 16: responses of 0 B, 1 MiB, 10 MiB x 1, 8, 32
+#      workers (as many connections);
+#    - `loadgen write` of 64 KB, 1 MB and 4 MB chunks with 4 workers at pool 16 (MB/s).
+# Each DataNode gets untimed load after its start (JIT warm-up), each cell its own --warmup. The
+# dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk).
+# Writes OUT/exp-twin.csv (every cell), OUT/exp-twin.md (the table: calls/s or MB/s, p50, p99,
+# real / dn-sim, and whether each cell meets the goals: calls/s and MB/s within 10 % and 15 %,
+# p50 15 %, p99 25 %), OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one
+# point per cell, the +/-10 % band), and the profile to PROFILE. Takes about 10 minutes.
+#
+# Usage: scripts/exp-twin.sh [--quick] [--duration 5s] [--warmup 2s] [--out DIR] [--profile FILE]
+#   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
+#             profile loaded by dn-sim, its stages checked on /prom, and 2 cells of 1 s on both
+#             (echo sleep 1 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
+#             pool): checks the pipeline, predicts nothing; into target/exp-twin-quick.
+# Defaults: --out results, --profile deploy/profiles/measured-2cores-ozone-2.2.0.toml
+# Environment: LOADGEN, DN_SIM: built binaries to use (default: release builds).
+# Exit: 0 done (goals met or not: the table says), 2 bad flag, 3 no Maven Central for the
+# harness, 1 a run failed.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+. scripts/lib.sh
+. scripts/lib/real-datanode.sh
+
+duration=5s warmup=2s jvm_warmup=10s version=2.2.0 quick=0 out="" profile=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --duration) duration="${2:?$1 needs a value}"; shift 2 ;;
+        --warmup) warmup="${2:?$1 needs a value}"; shift 2 ;;
+        --out) out="${2:?$1 needs a value}"; shift 2 ;;
+        --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
+        --quick) quick=1; shift ;;
+        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+cal_duration=$duration cal_warmup=$warmup
+if [ "$quick" = 1 ]; then
+    cal_duration=500ms cal_warmup=200ms duration=1s warmup=300ms jvm_warmup=0s
+    out="${out:-target/exp-twin-quick}"
+fi
+out="${out:-results}"
+[ -n "$profile" ] || { [ "$quick" = 1 ] && profile="$out/measured-2cores-ozone-2.2.0.toml" || profile=deploy/profiles/measured-2cores-ozone-2.2.0.toml; }
+mkdir -p "$out" "$(dirname "$profile")"
+
+harness_setup exp-twin.sh "$version" || exit $?
+if [ -z "${LOADGEN:-}" ] || [ -z "${DN_SIM:-}" ]; then
+    cargo build -q --release -p loadgen -p dn-sim
+fi
+loadgen="${LOADGEN:-target/release/loadgen}"
+dn_sim="${DN_SIM:-target/release/dn-sim}"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/exp-twin.XXXXXX")"
+sim_pid="" base_pid=""
+stop_pid() { [ -n "$1" ] || return 0; kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+stop_sim() { stop_pid "$sim_pid"; sim_pid=""; }
+trap 'real_dn_stop; stop_sim; stop_pid "$base_pid"; rm -rf "$work"' EXIT
+csv="$work/cells.csv"
+echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures" >"$csv"
+per_volume=hdds.datanode.read.chunk.threads.per.volume
+
+start_real() {
+    echo "real DataNode $version, $per_volume=$1" >&2
+    real_dn_start "$work" "$version" --containers 1 -D "$per_volume=$1" ||
+        { echo "exp-twin.sh: the real DataNode did not start" >&2; exit 1; }
+    [ "$jvm_warmup" = 0s ] || "$loadgen" echo --target "$dn_addr" --clients 32 -t 32 --duration "$jvm_warmup" \
+        --container-id 1 -f >/dev/null 2>&1 || true
+}
+
+start_sim() { # POOL [args]
+    local pool=$1
+    shift
+    start_dn_sim "$work/sim.ready" "$dn_sim" -D "$per_volume=$pool" --store discard "$@" >"$work/sim.log" 2>&1 ||
+        { cat "$work/sim.log" >&2; exit 1; }
+    sim_pid=$dn_pid sim_addr=$ready_client sim_admin=$ready_admin
+}
+
+# cell GROUP POOL TARGET ADDR KIND BYTES CLIENTS THREADS SLEEP: one loadgen run, a CSV row.
+cell() {
+    local group=$1 pool=$2 target=$3 addr=$4 kind=$5 bytes=$6 clients=$7 threads=$8 sleep_ms=$9
+    local args=(--target "$addr" --clients "$clients" -t "$threads" --duration "$duration" --warmup "$warmup"
+        --container-id 1 -f --format json --output "$work/cell.json")
+    if [ "$kind" = echo ]; then
+        args=(echo "${args[@]}" --payload-resp $((bytes / 1024)) --sleep-time-ms "$sleep_ms")
+    else
+        args=(write "${args[@]}" --write-size $((bytes / 1024))KB --chunk-size $((bytes / 1024))KB)
+    fi
+    echo "  $target pool $pool: loadgen ${args[*]:0:1} bytes=$bytes ${clients}x$threads sleep=$sleep_ms" >&2
+    rm -f "$work/cell.json"
+    # A cell with failed requests still has its report (the failures are in the table).
+    "$loadgen" "${args[@]}" >/dev/null 2>"$work/cell.err" || [ -s "$work/cell.json" ] ||
+        { cat "$work/cell.err" >&2; return 1; }
+    python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" >>"$csv" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+group, pool, sleep_ms, kind, nbytes, clients, threads, target = sys.argv[2:10]
+def size(b):
+    b = int(b)
+    return "0B" if b == 0 else (f"{b >> 20}MiB" if b % (1 << 20) == 0 else f"{b >> 10}KiB")
+if kind == "echo":
+    pct = {p["percentile"]: p["ms"] for p in r["latency"]["corrected"]["percentiles"]}
+    value, unit = r["throughput"]["successes_per_s"], "calls/s"
+    name = f"echo pool={pool} sleep={sleep_ms}ms resp={size(nbytes)} {clients}x{threads}"
+else:
+    wc = r["ops"]["WriteChunk"]["percentiles_ms"]  # WriteChunk's latency
+    pct = {50.0: wc["p50"], 99.0: wc["p99"]}
+    value, unit = r["write"]["mb_per_s"], "MB/s"
+    name = f"write pool={pool} chunk={size(nbytes)} {clients}x{threads}"
+print(f"{group},{name},{pool},{sleep_ms},{kind},{nbytes},{clients},{threads},{target},{value:.2f},{unit},"
+      f"{pct.get(50.0, float('nan')):.3f},{pct.get(99.0, float('nan')):.3f},{r['totals']['failures']}")
+PY
+}
+
+# 1. Fit.
+start_dn_sim "$work/base.ready" "$dn_sim" --metrics-listen none --store discard >"$work/base.log" 2>&1 ||
+    { cat "$work/base.log" >&2; exit 1; }
+base_pid=$dn_pid base_addr=$ready_client
+fit_pools="2 10"
+[ "$quick" = 1 ] && fit_pools=10
+with=()
+baseline=(--baseline "$base_addr")
+for p in $fit_pools; do
+    start_real "$p"
+    "$loadgen" calibrate --target "$dn_addr" --pool "$p" ${baseline[@]+"${baseline[@]}"} --duration "$cal_duration" \
+        --warmup "$cal_warmup" --cells-out "$out/exp-twin-fit-pool$p.json" >/dev/null 2>"$work/cal.err" ||
+        { cat "$work/cal.err" >&2; exit 1; }
+    grep 'loadgen calibrate:' "$work/cal.err" >&2 || true
+    baseline=()
+    with+=(--with "$out/exp-twin-fit-pool$p.json")
+    [ "$quick" = 1 ] || real_dn_stop
+done
+stop_pid "$base_pid"; base_pid=""
+"$loadgen" calibrate "${with[@]}" --release "$version" --out "$profile" >"$out/exp-twin-fit.md"
+cat "$out/exp-twin-fit.md" >&2
+
+# The profile loads in dn-sim, and its stages report on /prom.
+start_sim 10 --profile "$profile"
+prom="$(curl -sf "http://$sim_admin/prom")"
+for series in dn_sim_event_loops dn_sim_event_loop_connections dn_sim_handler_service_seconds; do
+    grep -q "^$series" <<<"$prom" || { echo "exp-twin.sh: dn-sim --profile $profile: no $series on /prom" >&2; exit 1; }
+done
+grep -q '^dn_sim_event_loops 1$' <<<"$prom" || { echo "exp-twin.sh: dn-sim at pool 10 does not report 1 event loop" >&2; exit 1; }
+stop_sim
+
+# 2. Validation.
+if [ "$quick" = 1 ]; then
+    # The DataNode of the fit is still running (pool 10).
+    cell quick 10 real "$dn_addr" echo 0 32 32 1
+    cell quick 10 real "$dn_addr" write $((1 << 20)) 4 4 0
+    real_dn_stop
+    start_sim 10 --profile "$profile"
+    cell quick 10 dn-sim "$sim_addr" echo 0 32 32 1
+    cell quick 10 dn-sim "$sim_addr" write $((1 << 20)) 4 4 0
+    stop_sim
+else
+    run_pool() { # TARGET ADDR POOL
+        local t=$1 a=$2 p=$3 s n b
+        for s in 0 1 2; do cell handlers "$p" "$t" "$a" echo 0 32 32 "$s"; done
+        [ "$p" = 16 ] || return 0
+        for b in 0 $((1 << 20)) $((10 << 20)); do
+            for n in 1 8 32; do cell payload "$p" "$t" "$a" echo "$b" "$n" "$n" 0; done
+        done
+        for b in $((64 << 10)) $((1 << 20)) $((4 << 20)); do cell write "$p" "$t" "$a" write "$b" 4 4 0; done
+    }
+    for p in 1 4 16; do
+        start_real "$p"
+        run_pool real "$dn_addr" "$p"
+        real_dn_stop
+        start_sim "$p" --profile "$profile"
+        run_pool dn-sim "$sim_addr" "$p"
+        stop_sim
+    done
+fi
+
+cp "$csv" "$out/exp-twin.csv"
+python3 - "$csv" "$out/exp-twin.md" "$out/exp-twin.svg" "$duration" "$warmup" "$version" "$profile" "$quick" <<'PY'
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+md, svg, duration, warmup, version, profile, quick = sys.argv[2:9]
+cells = {}
+for r in rows:
+    cells.setdefault(r["cell"], {})[r["target"]] = r
+def f(x):
+    try:
+        return float(x)
+    except ValueError:
+        return float("nan")
+lines = [f"Real Ozone {version} DataNode vs dn-sim --profile {profile}, same machine, one run; "
+         f"{duration} cells after {warmup} warm-up{' (QUICK: one pool, not a validation)' if quick == '1' else ''}.",
+         "Goals: calls/s within ±10 % (MB/s ±15 % for writes), p50 ±15 %, p99 ±25 %. ratio = real ÷ dn-sim.", "",
+         "| cell | unit | real | dn-sim | ratio | real p50 (ms) | dn-sim p50 (ms) | p50 ratio | real p99 (ms) | dn-sim p99 (ms) | p99 ratio | goals |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+points, met, total = [], 0, 0
+for name, t in cells.items():
+    real, sim = t.get("real"), t.get("dn-sim")
+    if not real or not sim:
+        continue
+    rv, sv = f(real["value"]), f(sim["value"])
+    ratio = rv / sv if sv else float("nan")
+    p50 = f(real["p50_ms"]) / f(sim["p50_ms"]) if f(sim["p50_ms"]) else float("nan")
+    p99 = f(real["p99_ms"]) / f(sim["p99_ms"]) if f(sim["p99_ms"]) else float("nan")
+    tol = 0.15 if real["unit"] == "MB/s" else 0.10
+    misses = []
+    if not abs(ratio - 1) <= tol: misses.append(f"{real['unit']} {100 * (ratio - 1):+.0f} %")
+    if not abs(p50 - 1) <= 0.15: misses.append(f"p50 {100 * (p50 - 1):+.0f} %")
+    if not abs(p99 - 1) <= 0.25: misses.append(f"p99 {100 * (p99 - 1):+.0f} %")
+    total += 1
+    met += not misses
+    lines.append(f"| {name} | {real['unit']} | {rv:.1f} | {sv:.1f} | {ratio:.2f} | {real['p50_ms']} | {sim['p50_ms']} | {p50:.2f} | "
+                 f"{real['p99_ms']} | {sim['p99_ms']} | {p99:.2f} | {'met' if not misses else 'missed: ' + ', '.join(misses)} |")
+    points.append((name, rv, sv))
+failures = sum(int(f(r["failures"])) for r in rows)
+lines += ["", f"cells meeting every goal: {met} of {total}; failures in all cells: {failures}"]
+text = "\n".join(lines)
+print(text)
+open(md, "w").write(text + "\n")
+# The chart: dn-sim's prediction (y) against the real measurement (x), log-log, the ±10 % band.
+W, H, L, B, T, R = 760, 600, 80, 60, 40, 30
+vals = [v for _, a, b in points for v in (a, b) if v > 0]
+lo, hi = (min(vals) / 1.5, max(vals) * 1.5) if vals else (1, 10)
+def sx(v): return L + (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (W - L - R)
+def sy(v): return H - B - (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (H - B - T)
+out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+       f'<rect width="{W}" height="{H}" fill="white"/>',
+       f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">dn-sim --profile vs real Ozone {version} DataNode, one point per cell (calls/s or MB/s)</text>']
+band = " ".join(f"{sx(v):.1f},{sy(min(hi, v * 1.1)):.1f}" for v in (lo, hi)) + " " + \
+       " ".join(f"{sx(v):.1f},{sy(max(lo, v / 1.1)):.1f}" for v in (hi, lo))
+out.append(f'<polygon points="{band}" fill="#cde" stroke="none"/>')
+out.append(f'<line x1="{sx(lo):.1f}" y1="{sy(lo):.1f}" x2="{sx(hi):.1f}" y2="{sy(hi):.1f}" stroke="#468" stroke-dasharray="4,3"/>')
+out.append(f'<rect x="{L}" y="{T}" width="{W - L - R}" height="{H - B - T}" fill="none" stroke="black"/>')
+d = 10 ** math.floor(math.log10(lo))
+while d <= hi:
+    for m in (1, 2, 5):
+        v = d * m
+        if lo <= v <= hi:
+            out.append(f'<text x="{sx(v):.1f}" y="{H - B + 16}" text-anchor="middle">{v:g}</text>')
+            out.append(f'<text x="{L - 6}" y="{sy(v) + 4:.1f}" text-anchor="end">{v:g}</text>')
+    d *= 10
+out.append(f'<text x="{(L + W - R) / 2}" y="{H - 15}" text-anchor="middle">measured on the real DataNode</text>')
+out.append(f'<text x="20" y="{(T + H - B) / 2}" text-anchor="middle" transform="rotate(-90 20 {(T + H - B) / 2})">predicted by dn-sim --profile</text>')
+out.append(f'<text x="{L + 10}" y="{T + 16}">shaded: within ±10 %; dashed: equal</text>')
+for name, rv, sv in points:
+    if rv > 0 and sv > 0:
+        colour = "#2a2" if abs(rv / sv - 1) <= 0.1 else "#c33"
+        out.append(f'<circle cx="{sx(rv):.1f}" cy="{sy(sv):.1f}" r="4" fill="{colour}"><title>{name}: real {rv:.1f}, dn-sim {sv:.1f}</title></circle>')
+out.append("</svg>")
+open(svg, "w").write("\n".join(out) + "\n")
+PY
+echo "wrote $out/exp-twin.csv, .md, .svg and $profile" >&2
