@@ -5,21 +5,27 @@
 # a minute (every 2 s): dn-sim's RSS (VmRSS, VmHWM of /proc/PID/status), threads, CPU seconds
 # (utime + stime of /proc/PID/stat), and the largest heartbeat age SCM reports for any node
 # (`heartbeat_age_ms=` of the node list) against the interval. Writes the row for N into
-# results/datanodes.md (replacing an older row for the same N) and prints it.
+# results/datanodes.md (replacing an older row for the same N) and prints it. With
+# --peer vapor, the same for Ozone's own `ozone vapor simulate-datanode -n N` (HDDS-7489; the
+# ozone-vapor 2.2.0 jar from Maven Central on the harness's classpath): N simulated DataNodes in
+# one JVM that register and heartbeat with every port 0 (no data path); its row is labelled
+# `N (ozone vapor)`.
 # Exit 0 when SCM listed N HEALTHY nodes, 3 only when Maven Central is out of reach, 1 otherwise
 # (a late heartbeat is a number in the table, not a failure).
-# Usage: scripts/measure-datanodes.sh N [--interval 30s] [--heap 2g] [--sample 60]
+# Usage: scripts/measure-datanodes.sh N [--interval 30s] [--heap 2g] [--sample 60] [--peer vapor]
 #        (DN_SIM=path to use a built dn-sim instead of building a release one)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-n="" interval=30s heap=2g sample=60
+n="" interval=30s heap=2g sample=60 peer=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --interval) interval="${2:?--interval needs a value}"; shift 2 ;;
         --heap) heap="${2:?--heap needs a value}"; shift 2 ;;
         --sample) sample="${2:?--sample needs a value}"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --peer) peer="${2:?--peer needs a value}"; shift 2
+            [ "$peer" = vapor ] || { echo "measure-datanodes.sh: --peer takes vapor" >&2; exit 2; } ;;
+        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "measure-datanodes.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
         *) [ -z "$n" ] || { echo "measure-datanodes.sh: one N only" >&2; exit 2; }; n="$1"; shift ;;
     esac
@@ -39,7 +45,8 @@ fi
 work="$(mktemp -d)"
 fifo="$work/stdin"
 mkfifo "$fifo"
-scripts/real-cluster.sh --heap "$heap" <"$fifo" >"$work/out" 2>"$work/cluster.log" &
+scripts/real-cluster.sh --heap "$heap" --conf-out "$work/ozone-site.xml" -D "hdds.heartbeat.interval=$interval" \
+    <"$fifo" >"$work/out" 2>"$work/cluster.log" &
 cluster=$!
 exec 9>"$fifo"
 dn_pid=""
@@ -65,12 +72,68 @@ clk=$(getconf CLK_TCK)
 cpu_s() { awk -v t="$clk" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$1/stat"; }
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
+# start_vapor: Ozone's `ozone vapor simulate-datanode -n N` in a JVM of its own (heap as SCM's),
+# configured by the cluster's client file plus SCM's DataNode port, a metadata directory and the
+# heartbeat interval; Recon's address is a closed loopback port (no Recon runs: its heartbeats
+# fail and are logged). Sets dn_pid.
+start_vapor() {
+    harness_setup measure-datanodes.sh 2.2.0 --freon || exit $?
+    (cd /tmp && mvn -q -B dependency:get -Dartifact=org.apache.ozone:ozone-vapor:2.2.0 -Dtransitive=false) >/dev/null \
+        || { echo "measure-datanodes.sh: cannot fetch ozone-vapor 2.2.0" >&2; exit 1; }
+    local m2 jar
+    m2="$(cd /tmp && mvn -q -B help:evaluate -Dexpression=settings.localRepository -DforceStdout 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g' || true)"
+    case "$m2" in /*) ;; *) m2="$HOME/.m2/repository" ;; esac
+    jar="$m2/org/apache/ozone/ozone-vapor/2.2.0/ozone-vapor-2.2.0.jar"
+    mkdir -p "$work/vapor"
+    python3 - "$work/ozone-site.xml" "$work/vapor.xml" "$scm" "$work/vapor" "$interval" <<'PY'
+import sys, xml.etree.ElementTree as ET
+src, dst, scm, meta, interval = sys.argv[1:]
+tree = ET.parse(src)
+conf = tree.getroot()
+def put(k, v):
+    for p in conf.findall("property"):
+        if p.findtext("name") == k:
+            conf.remove(p)
+    p = ET.SubElement(conf, "property")
+    ET.SubElement(p, "name").text = k
+    ET.SubElement(p, "value").text = v
+host, port = scm.rsplit(":", 1)
+put("ozone.scm.names", host)
+put("ozone.scm.datanode.port", port)
+put("ozone.scm.datanode.address", scm)
+put("ozone.metadata.dirs", meta)
+put("hdds.heartbeat.interval", interval)
+put("ozone.recon.datanode.address", "127.0.0.1:1")
+tree.write(dst)
+PY
+    . scripts/lib/real-datanode.sh
+    freon_cmd 2.2.0 "$work/vapor.xml" -- simulate-datanode -n "$n" -c 0
+    local i cp
+    cp="$(cat interop/ozone/target/classpath-2.2.0.txt):$(cat interop/ozone/freon/target/classpath-2.2.0.txt):$jar"
+    for i in "${!freon[@]}"; do
+        case "${freon[$i]}" in
+            org.apache.hadoop.ozone.freon.Freon) freon[$i]=org.apache.hadoop.ozone.freon.Vapor ;;
+            -Xmx*) freon[$i]="-Xmx$heap" ;;
+        esac
+        [ "${freon[$i]}" = -cp ] && freon[$((i + 1))]="$cp"
+    done
+    "${freon[@]}" >"$work/dn.log" 2>&1 &
+    dn_pid=$!
+}
+
 started=$(date +%s.%N)
 # Thousands of identities take longer than one to bind their ports.
 ready_wait=$(( 10 + n / 20 ))
-start_dn_sim "$work/ready" "$dn_sim" --datanodes "$n" --scm "$scm" -D "hdds.heartbeat.interval=$interval" \
-    >"$work/dn.log" 2>&1 || { tail -5 "$work/dn.log" >&2; exit 1; }
-echo "dn-sim pid $dn_pid serving $n identities"
+label=$n
+if [ "$peer" = vapor ]; then
+    label="$n (ozone vapor)"
+    start_vapor
+    echo "ozone vapor simulate-datanode pid $dn_pid simulating $n DataNodes"
+else
+    start_dn_sim "$work/ready" "$dn_sim" --datanodes "$n" --scm "$scm" -D "hdds.heartbeat.interval=$interval" \
+        >"$work/dn.log" 2>&1 || { tail -5 "$work/dn.log" >&2; exit 1; }
+    echo "dn-sim pid $dn_pid serving $n identities"
+fi
 healthy=0
 deadline=$(( $(date +%s) + 600 ))
 while [ "$(date +%s)" -lt "$deadline" ]; do
@@ -113,7 +176,7 @@ mib() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
 per_kib() { awk -v k="$1" -v n="$n" 'BEGIN { printf "%.0f", k / n }'; }
 cpu_pct=$(awk -v a="$cpu0" -v b="$cpu1" -v t="$elapsed" 'BEGIN { printf "%.2f", 100 * (b - a) / t }')
 on_time=$([ "$late" = 0 ] && echo yes || echo "no ($late of $samples samples late)")
-row="| $n | $interval | $to_healthy | $(mib "$rss_kb") | $(mib "$hwm_kb") | $(per_kib "$rss_kb") | $threads | $cpu1 | $cpu_pct | $max_age | $min_healthy | $on_time |"
+row="| $label | $interval | $to_healthy | $(mib "$rss_kb") | $(mib "$hwm_kb") | $(per_kib "$rss_kb") | $threads | $cpu1 | $cpu_pct | $max_age | $min_healthy | $on_time |"
 echo "$row"
 
 out=results/datanodes.md
@@ -132,7 +195,7 @@ every 2 s for a minute. A heartbeat is on time when no node's age passes the int
 |---|---|---|---|---|---|---|---|---|---|---|---|
 HEAD
 fi
-grep -v "^| $n | $interval |" "$out" >"$work/table"
+grep -vF "| $label | $interval |" "$out" >"$work/table"
 echo "$row" >>"$work/table"
 cp "$work/table" "$out"
 echo "wrote $out"
