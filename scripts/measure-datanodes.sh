@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
         --sample) sample="${2:?--sample needs a value}"; shift 2 ;;
         --peer) peer="${2:?--peer needs a value}"; shift 2
             [ "$peer" = vapor ] || { echo "measure-datanodes.sh: --peer takes vapor" >&2; exit 2; } ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "measure-datanodes.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
         *) [ -z "$n" ] || { echo "measure-datanodes.sh: one N only" >&2; exit 2; }; n="$1"; shift ;;
     esac
