@@ -3,6 +3,8 @@
 //! and `/prom` labelled by node. On 127.0.0.1, port 0. (Registration of N identities with SCM:
 //! tests/scm.rs.)
 
+mod support;
+
 use common::proto::xceiver_client_protocol_service_client::XceiverClientProtocolServiceClient as Client;
 use common::proto::{
     BlockData, ChecksumData, ChecksumType, ChunkInfo, ContainerCommandRequestProto as Req,
@@ -14,7 +16,7 @@ use dn_sim::Config;
 use dn_sim::net::fleet::{self, Fleet, FleetConfig};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use support::http;
 use tonic::transport::Channel;
 
 async fn three() -> Fleet {
@@ -105,23 +107,6 @@ async fn get_block(addr: SocketAddr, uuid: &str, local_id: i64) -> OzoneResult {
     OzoneResult::try_from(one(addr, g).await.result).unwrap()
 }
 
-/// One HTTP/1.1 request to the admin listener: (status, body).
-async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: dn-sim\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.unwrap();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap();
-    (status, body)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_identity_has_its_own_uuid_port_and_store() {
     let fleet = three().await;
@@ -176,7 +161,7 @@ async fn admin_lists_stops_and_starts_a_node_and_labels_prom() {
     let views: Vec<_> = fleet.nodes().iter().map(|n| n.view()).collect();
     write_block(views[1].client, &views[1].uuid, 9).await;
 
-    let (status, body) = http(admin, "GET", "/datanodes").await;
+    let (status, body) = http(admin, "GET", "/datanodes", "").await;
     assert_eq!(status, 200);
     let list: serde_json::Value = serde_json::from_str(&body).unwrap();
     let nodes = list["datanodes"].as_array().unwrap();
@@ -185,7 +170,7 @@ async fn admin_lists_stops_and_starts_a_node_and_labels_prom() {
     assert_eq!(nodes[1]["client"], views[1].client.to_string().as_str());
     assert!(nodes.iter().all(|n| n["state"] == "running"));
 
-    let (_, prom) = http(admin, "GET", "/prom").await;
+    let (_, prom) = http(admin, "GET", "/prom", "").await;
     for v in &views {
         assert!(
             prom.contains(&format!("{{datanode=\"{}\"", v.uuid)),
@@ -199,14 +184,14 @@ async fn admin_lists_stops_and_starts_a_node_and_labels_prom() {
         .filter(|l| l.starts_with("# TYPE dn_sim_requests_total "))
         .count();
     assert_eq!(helps, 1);
-    let (status, own) = http(admin, "GET", "/datanodes/2/prom").await;
+    let (status, own) = http(admin, "GET", "/datanodes/2/prom", "").await;
     assert_eq!(status, 200);
     assert!(
         !own.contains("datanode=\""),
         "a node's own /prom is unlabelled"
     );
 
-    let (status, body) = http(admin, "POST", "/datanodes/1/stop").await;
+    let (status, body) = http(admin, "POST", "/datanodes/1/stop", "").await;
     assert_eq!(status, 200);
     assert!(body.contains("\"stopped\""), "{body}");
     // Its port refuses connections; the others serve.
@@ -222,12 +207,12 @@ async fn admin_lists_stops_and_starts_a_node_and_labels_prom() {
         get_block(views[0].client, &views[0].uuid, 9).await,
         OzoneResult::NoSuchBlock
     );
-    let (_, prom) = http(admin, "GET", "/prom").await;
+    let (_, prom) = http(admin, "GET", "/prom", "").await;
     assert!(!prom.contains(&views[1].uuid));
-    assert_eq!(http(admin, "GET", "/datanodes/1/prom").await.0, 503);
-    assert_eq!(http(admin, "POST", "/datanodes/7/stop").await.0, 404);
+    assert_eq!(http(admin, "GET", "/datanodes/1/prom", "").await.0, 503);
+    assert_eq!(http(admin, "POST", "/datanodes/7/stop", "").await.0, 404);
 
-    let (status, body) = http(admin, "POST", "/datanodes/1/start").await;
+    let (status, body) = http(admin, "POST", "/datanodes/1/start", "").await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"running\""), "{body}");
     // The same port again, and its store kept the block.

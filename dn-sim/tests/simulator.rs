@@ -2,15 +2,16 @@
 //! probability and look to a client like the failures they model, the queue bound rejects, and
 //! `PUT /config` changes a running server.
 
+mod support;
+
 use common::proto::xceiver_client_protocol_service_client::XceiverClientProtocolServiceClient as Client;
 use common::proto::{
     ContainerCommandRequestProto as Req, ContainerCommandResponseProto as Resp, EchoRequestProto,
     Result as OzoneResult, Type,
 };
 use dn_sim::{Config, RunningServer};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::http;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -222,23 +223,6 @@ async fn a_bounded_queue_rejects_with_resource_exhausted() {
         "{metrics}"
     );
     server.shutdown().await;
-}
-
-async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: dn-sim\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.unwrap();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
+use support::http;
 use support::process::{DnSimProcess, wait_until};
 use tonic::transport::Channel;
 
@@ -110,24 +111,6 @@ async fn one_event_loop_at_pool_10_bounds_what_more_loops_at_pool_2_serve() {
         eight >= 3.0 * one,
         "pool 2 (8 loops) {eight:.1}/s is not several times pool 10 (1 loop) {one:.1}/s"
     );
-}
-
-async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: dn-sim\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await.unwrap();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

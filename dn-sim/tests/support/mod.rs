@@ -37,3 +37,24 @@ pub async fn send_raw(addr: SocketAddr, bytes: &'static [u8]) -> Result<Bytes, t
         .await?
         .ok_or_else(|| tonic::Status::unknown("no response"))
 }
+
+/// One HTTP/1.1 request to dn-sim's admin listener at `addr` (`body` as JSON, empty for none):
+/// the status and the body.
+#[allow(dead_code)] // not every test crate talks to the admin listener
+pub async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: dn-sim\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .expect("an HTTP response with a header");
+    (status, body)
+}
