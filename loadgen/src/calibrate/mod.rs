@@ -199,11 +199,18 @@ fn cell(
     // A stray failure (a request cut at the cell's end) does not void a cell; more than 1 % do.
     let failed = r.failures() as f64 > 0.01 * r.successes() as f64;
     if failed || c.calls_per_s.is_nan() || c.calls_per_s <= 0.0 {
+        let why: Vec<String> = r
+            .errors
+            .iter()
+            .map(|(kind, e)| format!("{kind} x{} ({})", e.count, e.first_message))
+            .collect();
         return Err(Error::Run(format!(
-            "calibrate: {}: {} failure(s), {:.1} calls/s",
+            "calibrate: {}: {} failure(s) of {} requests, {:.1} calls/s: {}",
             c.label(),
             r.failures(),
-            c.calls_per_s
+            r.requests(),
+            c.calls_per_s,
+            why.join("; ")
         )));
     }
     eprintln!(
