@@ -7,14 +7,16 @@
 #    `loadgen calibrate --pool P` measures echoes (0 B, 1 MiB responses) and WriteChunks (64 KB,
 #    1 MB, 4 MB) at one request in flight and 0 B echoes at 4, 8 and 32 in flight (32 connections
 #    at most), 1 MiB echoes with 8; a dn-sim without a profile is the per-byte baseline. The
-#    cells of both pools are fitted into the profile (kind "measured").
+#    cells of both pools are fitted into the profile (kind "measured"); the baseline runs the
+#    loaded cells too at each pool, and the machine's CPU per call on both gives the CPU stage.
 # 2. Validation, cells the fit did not see, on the real DataNode and on dn-sim --profile (the
 #    same pool key given to dn-sim, which derives the same event loops):
 #    - the handler experiment: pools 1, 4, 16, `loadgen echo` 32 connections x 32 workers,
 #      --sleep-time-ms 0, 1, 2;
 #    - the HDDS-10442 payload table at pool 16: responses of 0 B, 1 MiB, 10 MiB x 1, 8, 32
 #      workers (as many connections);
-#    - `loadgen write` of 64 KB, 1 MB and 4 MB chunks with 4 workers at pool 16 (MB/s).
+#    - `loadgen write` of 64 KB, 1 MB and 4 MB chunks with 4 workers at pool 16 (MB/s);
+#    - the real DataNode's first pool-16 cell again at the end of its run: its own spread.
 # Each DataNode gets untimed load after its start (JIT warm-up), each cell its own --warmup. The
 # dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk).
 # Writes OUT/exp-twin.csv (every cell), OUT/exp-twin.md (the table: calls/s or MB/s, p50, p99,
@@ -45,7 +47,7 @@ while [ $# -gt 0 ]; do
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -140,7 +142,6 @@ for p in $fit_pools; do
         --warmup "$cal_warmup" --cells-out "$out/exp-twin-fit-pool$p.json" >/dev/null 2>"$work/cal.err" ||
         { cat "$work/cal.err" >&2; exit 1; }
     grep 'loadgen calibrate:' "$work/cal.err" >&2 || true
-    baseline=()
     with+=(--with "$out/exp-twin-fit-pool$p.json")
     [ "$quick" = 1 ] || real_dn_stop
 done
@@ -148,13 +149,29 @@ stop_pid "$base_pid"; base_pid=""
 "$loadgen" calibrate "${with[@]}" --release "$version" --out "$profile" >"$out/exp-twin-fit.md"
 cat "$out/exp-twin-fit.md" >&2
 
-# The profile loads in dn-sim, and its stages report on /prom.
+# The profile loads in dn-sim, and each stage it prices reports on /prom after a little load
+# (a stage that costs nothing does not exist, and has no series).
 start_sim 10 --profile "$profile"
+"$loadgen" echo --target "$sim_addr" -n 200 --clients 2 -t 2 --container-id 1 >/dev/null 2>&1 ||
+    { echo "exp-twin.sh: dn-sim --profile $profile did not serve echoes" >&2; exit 1; }
 prom="$(curl -sf "http://$sim_admin/prom")"
-for series in dn_sim_event_loops dn_sim_event_loop_connections dn_sim_handler_service_seconds; do
+stages="$(python3 - "$profile" <<'PY'
+import sys, tomllib
+p = tomllib.load(open(sys.argv[1], "rb"))
+costs = lambda t: any(v for part in t.values() for v in part.values())
+if costs(p.get("event_loops", {})): print("dn_sim_event_loops dn_sim_event_loop_connections dn_sim_event_loop_service_seconds_count")
+if costs(p.get("handler", {})): print("dn_sim_handler_service_seconds_count")
+if costs(p.get("cpu", {})): print("dn_sim_cpu_burn_seconds_count dn_sim_cpu_background_debt_seconds")
+PY
+)"
+[ -n "$stages" ] || { echo "exp-twin.sh: $profile prices no stage" >&2; exit 1; }
+for series in $stages; do
     grep -q "^$series" <<<"$prom" || { echo "exp-twin.sh: dn-sim --profile $profile: no $series on /prom" >&2; exit 1; }
 done
-grep -q '^dn_sim_event_loops 1$' <<<"$prom" || { echo "exp-twin.sh: dn-sim at pool 10 does not report 1 event loop" >&2; exit 1; }
+if grep -q '^dn_sim_event_loops' <<<"$prom"; then
+    grep -q '^dn_sim_event_loops 1$' <<<"$prom" || { echo "exp-twin.sh: dn-sim at pool 10 does not report 1 event loop" >&2; exit 1; }
+fi
+echo "dn-sim --profile: stage series on /prom: $stages" | tr '\n' ' ' >&2; echo >&2
 stop_sim
 
 # 2. Validation.
@@ -180,6 +197,8 @@ else
     for p in 1 4 16; do
         start_real "$p"
         run_pool real "$dn_addr" "$p"
+        # The real DataNode against itself: its first cell again, at the end of its run.
+        [ "$p" = 16 ] && cell repeat "$p" real-again "$dn_addr" echo 0 32 32 0
         real_dn_stop
         start_sim "$p" --profile "$profile"
         run_pool dn-sim "$sim_addr" "$p"
@@ -226,6 +245,12 @@ for name, t in cells.items():
     points.append((name, rv, sv))
 failures = sum(int(f(r["failures"])) for r in rows)
 lines += ["", f"cells meeting every goal: {met} of {total}; failures in all cells: {failures}"]
+for name, t in cells.items():
+    first, again = t.get("real"), t.get("real-again")
+    if first and again:
+        a, b = f(first["value"]), f(again["value"])
+        lines.append(f"the real DataNode against itself ({name}, first and last cell of its run): "
+                     f"{a:.1f} and {b:.1f} {first['unit']}, ratio {a / b:.2f}")
 text = "\n".join(lines)
 print(text)
 open(md, "w").write(text + "\n")

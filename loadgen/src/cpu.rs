@@ -20,6 +20,31 @@ pub fn resident_memory() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// CPU time the whole machine has been busy so far (every processor: `/proc/stat`'s `cpu` line,
+/// all but idle and iowait; guest time is already in user time).
+pub fn machine_busy_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_machine(&stat)
+}
+
+fn parse_machine(stat: &str) -> Option<Duration> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal [guest guest_nice]
+    let busy: u64 = ticks
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, t)| t)
+        .sum();
+    (ticks.len() >= 8).then(|| Duration::from_millis(busy * 1000 / USER_HZ))
+}
+
 fn parse_stat(stat: &str) -> Option<Duration> {
     // The command name (field 2) is in parentheses and may contain spaces: fields after it are
     // counted from the last ')'. utime and stime are fields 14 and 15.
@@ -40,6 +65,14 @@ mod tests {
                     1000 100000 500 18446744073709551615";
         assert_eq!(parse_stat(stat), Some(Duration::from_millis(1750)));
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn machine_busy_time_leaves_out_idle_and_iowait() {
+        let stat = "cpu  100 5 50 9000 300 7 8 2 0 0\ncpu0 50 2 25 4500 150 3 4 1 0 0\n";
+        assert_eq!(parse_machine(stat), Some(Duration::from_millis(1720)));
+        assert_eq!(parse_machine("cpu0 1 2 3\n"), None);
+        assert_eq!(parse_machine("cpu  1 2 x 4 5 6 7 8\n"), None);
     }
 
     #[test]

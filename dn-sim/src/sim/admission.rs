@@ -251,20 +251,37 @@ impl Admission {
             }
             None => self.serve_timed(req, rng, &mut clock, context).await,
         };
-        // The handler's own time (`--profile`), on the gRPC path's handlers only: the Ratis
-        // path's threads are not the profile's stages.
-        if let Some(stage) = &self.stages.handler
-            && matches!(on, Executor::Handlers)
-        {
+        // The profile's stages, on the gRPC path's handlers only: the Ratis path's threads are
+        // not the profile's stages.
+        let staged = matches!(on, Executor::Handlers)
+            && (self.stages.handler.is_some() || self.stages.cpu.is_some());
+        if staged {
             let answer = match &outcome {
                 Outcome::Answer(resp) => resp.encoded_len(),
                 _ => 0,
             };
-            clock.hold(stage.service_time(size, answer)).await;
+            // The handler's own time, held on its clock like an injected delay.
+            if let Some(stage) = &self.stages.handler {
+                clock.hold(stage.service_time(size, answer)).await;
+            }
+            // The CPU the real DataNode spends beyond dn-sim's own, spent for real
+            // (`sim::cpu`): the handler's part before it is free, the background's owed.
+            if let Some(cpu) = &self.stages.cpu {
+                cpu.serve(size, answer).await;
+            }
         }
         held.busy_until(clock.end());
         // The handler is free once the answer exists; a dropped request does not hold it.
         drop(held);
+        // The profile's latency floor, holding nothing: only a request early for it waits.
+        if let Some(floor) = self.stages.latency_floor
+            && matches!(on, Executor::Handlers)
+        {
+            let due = arrived + floor;
+            if Instant::now() < due {
+                crate::datanode::timer::sleep_until(due).await;
+            }
+        }
         let (answered, size) = match &outcome {
             Outcome::Answer(resp) => {
                 self.hdds

@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod cmd_selector;
+pub mod cpu;
 pub mod delay;
 pub mod disk;
 pub mod fault;

@@ -28,6 +28,17 @@
 //! per_message_us = 5.0
 //! per_byte_ns = 0.3
 //!
+//! [cpu.handler]               # CPU really spent on the handler before it answers ...
+//! per_message_us = 8.0
+//! per_request_byte_ns = 0.5
+//! per_response_byte_ns = 1.0
+//! [cpu.background]            # ... and afterwards off the request's path (GC, flushes)
+//! per_message_us = 12.0
+//! per_response_byte_ns = 2.0
+//!
+//! [latency]                   # the least time from a request's arrival to its answer
+//! floor_us = 40.0
+//!
 //! [fit]
 //! source = "hand-written example"
 //! [[fit.residuals]]
@@ -68,6 +79,12 @@ pub struct Profile {
     /// The handler's own time per request and per response.
     pub handler_request: MessageCost,
     pub handler_response: MessageCost,
+    /// CPU really spent (`sim::cpu`): on the handler before it answers, and in the background.
+    pub cpu_handler: CpuCost,
+    pub cpu_background: CpuCost,
+    /// The least time from a request's arrival to its answer (thread hand-offs that cost no
+    /// CPU); zero: none.
+    pub latency_floor: Duration,
     pub fit: Fit,
 }
 
@@ -126,6 +143,48 @@ impl MessageCost {
     }
 }
 
+/// CPU time a request costs: a fixed part and parts per byte of the request and of its response.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuCost {
+    #[serde(default)]
+    pub per_message_us: f64,
+    #[serde(default)]
+    pub per_request_byte_ns: f64,
+    #[serde(default)]
+    pub per_response_byte_ns: f64,
+}
+
+impl CpuCost {
+    pub fn is_zero(&self) -> bool {
+        self.per_message_us == 0.0
+            && self.per_request_byte_ns == 0.0
+            && self.per_response_byte_ns == 0.0
+    }
+
+    /// The CPU time of a request of `request` bytes answered with `response` bytes, in ns.
+    pub fn nanos(&self, request: usize, response: usize) -> u64 {
+        (self.per_message_us * 1e3
+            + self.per_request_byte_ns * request as f64
+            + self.per_response_byte_ns * response as f64) as u64
+    }
+
+    fn check(&self, name: &str) -> Result<(), String> {
+        MessageCost {
+            per_message_us: self.per_message_us,
+            per_byte_ns: self.per_request_byte_ns,
+        }
+        .check(name)
+        .map_err(|e| e.replace("per_byte_ns", "per_request_byte_ns"))?;
+        MessageCost {
+            per_message_us: 0.0,
+            per_byte_ns: self.per_response_byte_ns,
+        }
+        .check(name)
+        .map_err(|e| e.replace("per_byte_ns", "per_response_byte_ns"))
+    }
+}
+
 /// Where the numbers came from: for calibration to fill, for people to read.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,7 +222,27 @@ struct File {
     #[serde(default)]
     handler: Pair,
     #[serde(default)]
+    cpu: CpuPair,
+    #[serde(default)]
+    latency: Latency,
+    #[serde(default)]
     fit: Fit,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Latency {
+    #[serde(default)]
+    floor_us: f64,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CpuPair {
+    #[serde(default)]
+    handler: CpuCost,
+    #[serde(default)]
+    background: CpuCost,
 }
 
 #[derive(Deserialize)]
@@ -217,6 +296,14 @@ impl Profile {
         file.event_loops.response.check("event_loops.response")?;
         file.handler.request.check("handler.request")?;
         file.handler.response.check("handler.response")?;
+        file.cpu.handler.check("cpu.handler")?;
+        file.cpu.background.check("cpu.background")?;
+        MessageCost {
+            per_message_us: file.latency.floor_us,
+            per_byte_ns: 0.0,
+        }
+        .check("latency")
+        .map_err(|e| e.replace("per_message_us", "floor_us"))?;
         for r in &file.fit.residuals {
             if !(r.measured.is_finite() && r.predicted.is_finite()) {
                 return Err(format!(
@@ -234,6 +321,9 @@ impl Profile {
             event_loop_response: file.event_loops.response,
             handler_request: file.handler.request,
             handler_response: file.handler.response,
+            cpu_handler: file.cpu.handler,
+            cpu_background: file.cpu.background,
+            latency_floor: Duration::from_nanos((file.latency.floor_us * 1e3) as u64),
             fit: file.fit,
         })
     }
@@ -250,6 +340,9 @@ impl Profile {
             && self.event_loop_response.is_zero()
             && self.handler_request.is_zero()
             && self.handler_response.is_zero()
+            && self.cpu_handler.is_zero()
+            && self.cpu_background.is_zero()
+            && self.latency_floor.is_zero()
     }
 }
 
@@ -278,6 +371,9 @@ mod tests {
         assert_eq!(p.event_loop_request.nanos(1000), 20_000 + 200);
         assert_eq!(p.handler_response.of(0), Duration::from_micros(5));
         assert_eq!(p.fit.residuals.len(), 1);
+        assert_eq!(p.cpu_handler.nanos(1000, 2000), 8_000 + 500 + 2_000);
+        assert_eq!(p.cpu_background.nanos(1000, 0), 12_000);
+        assert_eq!(p.latency_floor, Duration::from_micros(40));
         assert!(!p.is_free());
     }
 
@@ -342,7 +438,15 @@ mod tests {
             ),
             (
                 &format!("{MINIMAL}[cpu]\ncores = 2\n"),
-                "unknown field `cpu`",
+                "unknown field `cores`",
+            ),
+            (
+                &format!("{MINIMAL}[cpu.background]\nper_response_byte_ns = -2.0\n"),
+                "cpu.background.per_response_byte_ns must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[latency]\nfloor_us = inf\n"),
+                "latency.floor_us must be from 0",
             ),
             (
                 &format!(

@@ -1,11 +1,20 @@
-//! The DataNode's stages a request passes on the gRPC path (port 9859), each a queue on the
-//! simulation's clock, with the costs of a `--profile` ([`crate::sim::profile`]):
+//! The DataNode's stages a request passes on the gRPC path (port 9859), each a queue with its
+//! own metrics, with the costs of a `--profile` ([`crate::sim::profile`]):
 //!
 //! 1. its connection's **event loop** on the way in (a request: `event_loops.request`),
 //! 2. the **handler pool** ([`crate::sim::pool`]): waiting for a handler, then the handler's own
 //!    time for the request and its response (`handler.*`), besides injected delays and echo
 //!    sleeps,
-//! 3. the same event loop on the way out (a response: `event_loops.response`).
+//! 3. the same event loop on the way out (a response: `event_loops.response`),
+//! 4. the **CPU** ([`crate::sim::cpu`]): processor time the real DataNode spends beyond dn-sim's
+//!    own, spent for real on the handler (before it answers) and in the background. The loops and
+//!    the handler's own time are waits on the simulation's clock; the CPU is not, because at
+//!    echo sleep 0 the real DataNode's limit is the cores it shares with its client, and a wait
+//!    would leave the client the CPU that the DataNode takes from it,
+//! 5. the **latency floor** (`[latency] floor_us`): a request answered sooner than this after it
+//!    arrived waits for the rest, holding nothing (the real DataNode's thread hand-offs, which
+//!    cost latency but no CPU). A request that queued or worked longer does not wait, so under
+//!    load, where requests queue anyway, the floor costs no timer wake-up.
 //!
 //! What a real DataNode does (Ozone 2.0.0, 2.1.0 and 2.2.0 alike, `XceiverServerGrpc`'s
 //! constructor): `poolSize` = `hdds.datanode.read.chunk.threads.per.volume` × volumes; the
@@ -27,21 +36,14 @@
 //! late wake-up delays that answer but not the loop's next message, so a loop of cost `c` serves
 //! at most 1/`c` messages a second and scheduling noise does not lower that.
 //!
-//! Left out: the machine's CPU as a stage of its own (its cores shared by the loops' and the
-//! handlers' work). dn-sim's costs are waits, not CPU burnt, so a CPU stage would be one more
-//! shared virtual queue every other stage reserves in turn (`cores` servers), and its effect is
-//! entangled with the per-message costs a calibration fits at each concurrency. The profile's
-//! `cores` only sizes the event loop group. The first calibration (`scripts/exp-twin.sh`,
-//! `results/exp-twin.md`, Ozone 2.2.0 on 2 cores) shows where that falls short: at echo sleep 0
-//! the real DataNode's limit is the CPU it shares with its client, not a loop or a handler, and
-//! the loops and handlers fitted at pools 2 and 10 predict 1.8–3.3 × too few calls/s at pools
-//! 1, 4 and 16; a CPU stage is the next step.
+//! Left out: the Ratis port's stages (its log and apply).
 //!
 //! Without a profile, or with a profile whose costs are all zero, no stage exists
 //! ([`Stages::none`]): a request takes exactly the path it took before stages were modelled.
 
 use crate::datanode::timer::sleep_until;
 use crate::datanode::version::OzoneVersion;
+use crate::sim::cpu::CpuStage;
 use crate::sim::profile::{MessageCost, Profile};
 use arc_swap::ArcSwap;
 use metrics::{Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
@@ -381,6 +383,10 @@ impl HandlerStage {
 pub struct Stages {
     pub event_loops: Option<EventLoops>,
     pub handler: Option<HandlerStage>,
+    /// CPU really spent ([`crate::sim::cpu`]).
+    pub cpu: Option<CpuStage>,
+    /// The least time from a request's arrival to its answer (`[latency] floor_us`).
+    pub latency_floor: Option<Duration>,
 }
 
 impl Stages {
@@ -400,6 +406,7 @@ impl Stages {
         };
         let loops_cost = !(p.event_loop_request.is_zero() && p.event_loop_response.is_zero());
         let handler_cost = !(p.handler_request.is_zero() && p.handler_response.is_zero());
+        let cpu_cost = !(p.cpu_handler.is_zero() && p.cpu_background.is_zero());
         Self {
             event_loops: loops_cost.then(|| {
                 EventLoops::for_pool(
@@ -413,6 +420,10 @@ impl Stages {
             }),
             handler: handler_cost
                 .then(|| HandlerStage::new(p.handler_request, p.handler_response, recorder)),
+            // One background thread a modelled core, as many as the JVM's parallel collector.
+            cpu: cpu_cost
+                .then(|| CpuStage::new(p.cpu_handler, p.cpu_background, p.cores, recorder)),
+            latency_floor: (!p.latency_floor.is_zero()).then_some(p.latency_floor),
         }
     }
 }
@@ -551,7 +562,8 @@ mod tests {
         .unwrap();
         for profile in [None, Some(&free)] {
             let s = Stages::from_profile(profile, 10, &r);
-            assert!(s.event_loops.is_none() && s.handler.is_none());
+            assert!(s.event_loops.is_none() && s.handler.is_none() && s.cpu.is_none());
+            assert!(s.latency_floor.is_none());
         }
         assert_eq!(r.handle().render(), "");
     }

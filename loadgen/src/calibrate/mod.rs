@@ -167,7 +167,16 @@ fn cell(
         Command::Write(a) => crate::config::RunConfig::write(a)?,
         _ => unreachable!("calibrate builds echo and write runs only"),
     };
+    // The machine's CPU while the cell runs: with the target on this machine (loopback), what a
+    // call costs the machine, client and DataNode together (the fit's CPU stage).
+    let local = on_this_machine(target);
+    let busy_before = local.then(crate::cpu::machine_busy_time).flatten();
+    let wall = std::time::Instant::now();
     let r = crate::run::run_config(&config)?.results;
+    let wall = wall.elapsed().as_secs_f64();
+    let busy = busy_before
+        .zip(crate::cpu::machine_busy_time())
+        .map(|(a, b)| b.saturating_sub(a).as_secs_f64());
     let mut c = Cell {
         kind,
         pool,
@@ -181,6 +190,7 @@ fn cell(
         p50_ms: r.corrected.percentile_ms(50.0),
         p99_ms: r.corrected.percentile_ms(99.0),
         baseline: false,
+        machine_cpu_ms_per_call: None,
     };
     match kind {
         Kind::Echo => c.resp_bytes = bytes,
@@ -195,6 +205,12 @@ fn cell(
             }
             c.mb_per_s = r.write.as_ref().map_or(0.0, |w| w.mb_per_s);
         }
+    }
+    if let Some(busy) = busy
+        && wall > 0.0
+        && c.calls_per_s > 0.0
+    {
+        c.machine_cpu_ms_per_call = Some(busy / wall / c.calls_per_s * 1e3);
     }
     // A stray failure (a request cut at the cell's end) does not void a cell; more than 1 % do.
     let failed = r.failures() as f64 > 0.01 * r.successes() as f64;
@@ -223,6 +239,16 @@ fn cell(
         r.failures()
     );
     Ok(c)
+}
+
+/// Whether `target` (HOST:PORT) is on this machine: then the machine's CPU measures the
+/// target's too.
+fn on_this_machine(target: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    target
+        .to_socket_addrs()
+        .map(|mut a| a.all(|a| a.ip().is_loopback()))
+        .unwrap_or(false)
 }
 
 /// The cells at one request in flight: per command and size.
@@ -255,13 +281,26 @@ fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
             cells.push(b);
         }
     }
-    for (kind, bytes, shape) in [
-        (Kind::Echo, 0, (args.clients.min(4), args.threads.min(4))),
-        (Kind::Echo, 0, mid),
-        (Kind::Echo, 0, full),
-        (Kind::Echo, MIB, mid),
+    // Under load; the baseline's same cells give the CPU a call costs without the DataNode's
+    // own work (the CPU stage is the difference).
+    for (kind, bytes, shape, paired) in [
+        (
+            Kind::Echo,
+            0,
+            (args.clients.min(4), args.threads.min(4)),
+            false,
+        ),
+        (Kind::Echo, 0, mid, false),
+        (Kind::Echo, 0, full, true),
+        (Kind::Echo, MIB, mid, true),
+        (Kind::Write, MIB, mid, true),
     ] {
         cells.push(cell(args, target, pool, kind, bytes, shape).map_err(Error::mid_run)?);
+        if let (true, Some(base)) = (paired, &args.baseline) {
+            let mut b = cell(args, base, 0, kind, bytes, shape).map_err(Error::mid_run)?;
+            b.baseline = true;
+            cells.push(b);
+        }
     }
     let Some(admin) = &args.admin else {
         return Ok(cells);

@@ -1,0 +1,309 @@
+//! The profile's CPU stage: processor time a real DataNode spends per request that dn-sim does
+//! not, spent here for real so that it competes for the machine's cores with everything else
+//! that runs there (dn-sim's own work, and a load generator on the same machine).
+//!
+//! Why real CPU and not a virtual queue like the event loops (`sim::stages`): at echo sleep 0 a
+//! real DataNode's limit is the processors it shares with its client. A virtual queue of
+//! `cores` servers would cap dn-sim at the DataNode's rate but leave the client the CPU that the
+//! DataNode would have taken from it, and a wait costs a timer wake-up that the real path does not
+//! have. Work burnt on a core is shared as the OS shares the real DataNode's threads.
+//!
+//! Two parts, each a cost per request, per request byte and per response byte:
+//! - **handler** (`[cpu.handler]`): burnt on the handler before it answers, holding its place in
+//!   the pool: on the request's path, so it adds to latency at one request in flight.
+//! - **background** (`[cpu.background]`): burnt afterwards by `cores` background threads, off the
+//!   request's path (a JVM's garbage collector, Netty's flushes on other threads): it costs
+//!   throughput under load but no latency alone. The debt waiting to be burnt is bounded
+//!   ([`MAX_DEBT`]); what would exceed it is counted as dropped, not burnt.
+//!
+//! The handler's burn runs on a runtime thread in slices of [`SLICE`] of thread CPU time with a
+//! yield between, so a long burn (a 10 MiB response) does not keep the connections' tasks on the
+//! same thread from running, much as the OS time-slices a DataNode's threads. Time is measured
+//! with the thread's CPU clock, so a burn on a busy machine takes longer by the wall clock, as
+//! the DataNode's work would.
+
+use crate::sim::profile::CpuCost;
+use metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics_exporter_prometheus::PrometheusRecorder;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+const META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
+
+/// A handler's burn yields to other tasks after each slice of this much CPU.
+pub const SLICE: Duration = Duration::from_micros(250);
+
+/// The background debt is bounded at this much CPU time a background thread.
+pub const MAX_DEBT: Duration = Duration::from_secs(1);
+
+/// How often an idle background thread looks for debt.
+const IDLE_POLL: Duration = Duration::from_millis(1);
+
+/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given; the clock id is a constant the
+    // kernel supports for every thread (Linux ≥ 2.6.12).
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// Spins until this thread has used `ns` more CPU time; returns the CPU time used.
+fn spin(ns: u64) -> u64 {
+    let start = thread_cpu_ns();
+    loop {
+        let used = thread_cpu_ns().saturating_sub(start);
+        if used >= ns || start == 0 {
+            return used;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+struct Shared {
+    /// Background CPU owed, in ns.
+    debt: AtomicU64,
+    max_debt: u64,
+    burnt_background: Histogram,
+    dropped: Gauge,
+    debt_gauge: Gauge,
+}
+
+/// The CPU stage of a profile.
+pub struct CpuStage {
+    handler: CpuCost,
+    background: CpuCost,
+    shared: Arc<Shared>,
+    burnt_handler: Histogram,
+}
+
+impl CpuStage {
+    /// A stage with `handler` and `background` costs and `threads` background threads (started
+    /// at once when the background costs anything; they end when the stage is dropped), its
+    /// series on `recorder`.
+    pub fn new(
+        handler: CpuCost,
+        background: CpuCost,
+        threads: usize,
+        recorder: &PrometheusRecorder,
+    ) -> Self {
+        recorder.describe_histogram(
+            KeyName::from_const_str("dn_sim_cpu_burn_seconds"),
+            Some(Unit::Seconds),
+            SharedString::const_str(
+                "CPU the profile's CPU stage spent per burn, on a handler (one a request) or in the background (one a slice); sum: CPU time",
+            ),
+        );
+        recorder.describe_gauge(
+            KeyName::from_const_str("dn_sim_cpu_background_dropped_seconds"),
+            Some(Unit::Seconds),
+            SharedString::const_str(
+                "Background CPU owed beyond the bounded debt, not spent (the machine fell behind)",
+            ),
+        );
+        recorder.describe_gauge(
+            KeyName::from_const_str("dn_sim_cpu_background_debt_seconds"),
+            Some(Unit::Seconds),
+            SharedString::const_str("Background CPU owed and not yet spent"),
+        );
+        let burnt = |place: &'static str| {
+            recorder.register_histogram(
+                &Key::from_parts(
+                    "dn_sim_cpu_burn_seconds",
+                    vec![metrics::Label::new("where", place)],
+                ),
+                &META,
+            )
+        };
+        let threads = threads.max(1);
+        let shared = Arc::new(Shared {
+            debt: AtomicU64::new(0),
+            max_debt: MAX_DEBT.as_nanos() as u64 * threads as u64,
+            burnt_background: burnt("background"),
+            dropped: recorder.register_gauge(
+                &Key::from_name("dn_sim_cpu_background_dropped_seconds"),
+                &META,
+            ),
+            debt_gauge: recorder
+                .register_gauge(&Key::from_name("dn_sim_cpu_background_debt_seconds"), &META),
+        });
+        let stage = Self {
+            handler,
+            background,
+            burnt_handler: burnt("handler"),
+            shared,
+        };
+        if !background.is_zero() {
+            for i in 0..threads {
+                let weak = Arc::downgrade(&stage.shared);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("dn-sim-cpu-bg-{i}"))
+                    .spawn(move || background_loop(weak));
+                if let Err(e) = spawned {
+                    tracing::warn!("cannot start a background CPU thread: {e}");
+                }
+            }
+        }
+        stage
+    }
+
+    /// Burns the handler's CPU for a request of `request_bytes` answered with
+    /// `response_bytes`, in slices with a yield between; then owes the background its part.
+    pub async fn serve(&self, request_bytes: usize, response_bytes: usize) {
+        let mut left = self.handler.nanos(request_bytes, response_bytes);
+        let slice = SLICE.as_nanos() as u64;
+        let mut burnt = 0;
+        while left > 0 {
+            let used = spin(left.min(slice)).max(1);
+            burnt += used;
+            left = left.saturating_sub(used);
+            if left > 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        if burnt > 0 {
+            self.burnt_handler.record(burnt as f64 / 1e9);
+        }
+        self.owe(self.background.nanos(request_bytes, response_bytes));
+    }
+
+    /// Adds `ns` to the background debt, up to its bound.
+    fn owe(&self, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let s = &self.shared;
+        let before = s
+            .debt
+            .fetch_update(Relaxed, Relaxed, |d| Some((d + ns).min(s.max_debt)))
+            .unwrap_or(0);
+        let dropped = (before + ns).saturating_sub(s.max_debt);
+        if dropped > 0 {
+            s.dropped.increment(dropped as f64 / 1e9);
+        }
+    }
+
+    /// Background CPU owed now, in ns.
+    pub fn debt_ns(&self) -> u64 {
+        self.shared.debt.load(Relaxed)
+    }
+}
+
+/// A background thread: takes a slice of the debt at a time and burns it; polls when idle;
+/// ends when the stage is gone.
+fn background_loop(shared: Weak<Shared>) {
+    let slice = SLICE.as_nanos() as u64 * 4;
+    loop {
+        let Some(s) = shared.upgrade() else { return };
+        let taken = s
+            .debt
+            .fetch_update(Relaxed, Relaxed, |d| (d > 0).then(|| d - d.min(slice)))
+            .map_or(0, |d| d.min(slice));
+        if taken == 0 {
+            s.debt_gauge.set(0.0);
+            drop(s);
+            std::thread::sleep(IDLE_POLL);
+            continue;
+        }
+        let used = spin(taken);
+        s.burnt_background.record(used as f64 / 1e9);
+        s.debt_gauge.set(s.debt.load(Relaxed) as f64 / 1e9);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_exporter_prometheus::PrometheusBuilder;
+    use std::time::Instant;
+
+    fn cost(us: f64, resp_ns: f64) -> CpuCost {
+        CpuCost {
+            per_message_us: us,
+            per_request_byte_ns: 0.0,
+            per_response_byte_ns: resp_ns,
+        }
+    }
+
+    /// The value of series `name` in the exposition `text`.
+    fn value(text: &str, name: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    }
+
+    #[test]
+    fn the_handler_spends_its_cpu_before_it_answers() {
+        let r = PrometheusBuilder::new().build_recorder();
+        // 1 ms a message and 1 ns a response byte: 3 ms for a 2,000,000-byte answer.
+        let stage = CpuStage::new(cost(1000.0, 1.0), CpuCost::default(), 2, &r);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let before = thread_cpu_ns();
+        rt.block_on(stage.serve(100, 2_000_000));
+        let used = thread_cpu_ns() - before;
+        assert!(used >= 3_000_000, "{used} ns of CPU");
+        let text = r.handle().render();
+        let sum = value(&text, "dn_sim_cpu_burn_seconds_sum{where=\"handler\"}");
+        assert!((0.003..0.1).contains(&sum), "{text}");
+        assert_eq!(
+            value(&text, "dn_sim_cpu_burn_seconds_count{where=\"handler\"}"),
+            1.0
+        );
+        // No background cost: nothing owed, nothing spent there.
+        assert_eq!(stage.debt_ns(), 0);
+        let background = text
+            .lines()
+            .find_map(|l| l.strip_prefix("dn_sim_cpu_burn_seconds_count{where=\"background\"} "));
+        assert!(matches!(background, None | Some("0")), "{text}");
+    }
+
+    #[test]
+    fn the_background_spends_what_is_owed_and_drops_beyond_its_bound() {
+        let r = PrometheusBuilder::new().build_recorder();
+        let stage = CpuStage::new(CpuCost::default(), cost(2000.0, 0.0), 1, &r);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let before = thread_cpu_ns();
+        for _ in 0..5 {
+            rt.block_on(stage.serve(0, 0)); // 10 ms owed in all, none spent here
+        }
+        assert!(thread_cpu_ns() - before < 5_000_000);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let spent = |r: &PrometheusRecorder| {
+            let text = r.handle().render();
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix("dn_sim_cpu_burn_seconds_sum{where=\"background\"} ")?
+                        .parse::<f64>()
+                        .ok()
+                })
+                .unwrap_or(0.0)
+        };
+        while spent(&r) < 0.01 {
+            assert!(Instant::now() < deadline, "{}", r.handle().render());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(spent(&r) < 0.05);
+        // Owing more than the bound (1 s a thread) drops the excess.
+        let big = CpuStage::new(CpuCost::default(), cost(600_000.0, 0.0), 1, &r);
+        big.owe(600_000_000);
+        big.owe(600_000_000);
+        big.owe(600_000_000);
+        let text = r.handle().render();
+        let dropped = value(&text, "dn_sim_cpu_background_dropped_seconds");
+        assert!((0.8 - 1e-9..=1.8 + 1e-9).contains(&dropped), "{text}");
+        assert!(big.debt_ns() <= MAX_DEBT.as_nanos() as u64);
+    }
+}
