@@ -162,6 +162,7 @@ costs = lambda t: any(v for part in t.values() for v in part.values())
 if costs(p.get("event_loops", {})): print("dn_sim_event_loops dn_sim_event_loop_connections dn_sim_event_loop_service_seconds_count")
 if costs(p.get("handler", {})): print("dn_sim_handler_service_seconds_count")
 if costs(p.get("cpu", {})): print("dn_sim_cpu_burn_seconds_count dn_sim_cpu_background_debt_seconds")
+if p.get("latency", {}).get("floor_us"): print("dn_sim_latency_floor_wait_seconds_count")
 PY
 )"
 [ -n "$stages" ] || { echo "exp-twin.sh: $profile prices no stage" >&2; exit 1; }

@@ -214,6 +214,59 @@ async fn connections_are_bound_round_robin_and_the_stages_report_on_prom() {
     server.shutdown().await;
 }
 
+/// This process's CPU time (user and system), from getrusage.
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) }, 0);
+    let t = |tv: libc::timeval| Duration::new(tv.tv_sec as u64, tv.tv_usec as u32 * 1000);
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cpu_stage_spends_cpu_and_the_floor_delays_only_early_answers() {
+    // 3 ms of CPU on the handler a request, and no answer sooner than 8 ms after its request.
+    let profile = Profile::parse(
+        "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
+         [machine]\ncores = 2\nozone_release = \"2.2.0\"\n\
+         [cpu.handler]\nper_message_us = 3000.0\n[latency]\nfloor_us = 8000.0\n",
+    )
+    .unwrap();
+    let server = start(10, profile).await;
+    let clients = connect(&server, 1).await;
+    let (cpu, wall) = (process_cpu(), Instant::now());
+    echo_rate(&clients, 1, 20).await; // one at a time
+    let (cpu, wall) = (process_cpu() - cpu, wall.elapsed());
+    // The burns are this process's CPU (the server runs here): 20 x 3 ms at least. The floor
+    // makes each of the 20 sequential answers take 8 ms at least.
+    assert!(cpu >= Duration::from_millis(60), "CPU {cpu:?}");
+    assert!(wall >= Duration::from_millis(160), "20 echoes in {wall:?}");
+    let text = server.metrics().render_prom(&server.admission().pool);
+    for needle in [
+        "dn_sim_cpu_burn_seconds_count{where=\"handler\"} 20",
+        "dn_sim_latency_floor_wait_seconds_count 20",
+        "dn_sim_cpu_background_debt_seconds 0",
+    ] {
+        assert!(text.contains(needle), "no '{needle}' in\n{text}");
+    }
+    // 16 requesters at once on a pool of 10: each answer waits for a handler behind others'
+    // 3 ms burns, so the later ones are not early for the floor and do not wait for it.
+    let clients = connect(&server, 4).await;
+    echo_rate(&clients, 4, 64).await;
+    let text = server.metrics().render_prom(&server.admission().pool);
+    let waited: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("dn_sim_latency_floor_wait_seconds_count "))
+        .expect("the floor's series")
+        .parse()
+        .unwrap();
+    assert!(
+        waited < 20.0 + 64.0,
+        "every loaded answer waited for the floor:\n{text}"
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_profile_there_is_no_stage_and_no_stage_series() {
     let server = dn_sim::start(Config::loopback()).await.unwrap();

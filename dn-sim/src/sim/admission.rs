@@ -184,6 +184,11 @@ impl Admission {
         on: Executor<'_>,
     ) -> Outcome {
         let arrived = Instant::now();
+        // The profile's latency floor counts the requests in service on the gRPC path.
+        let floor_ticket = match (&self.stages.latency_floor, &on) {
+            (Some(floor), Executor::Handlers) => Some(floor.arrive()),
+            _ => None,
+        };
         let cmd = Type::try_from(req.cmd_type).unwrap_or(Type::ListContainer);
         let size = req.encoded_len();
         self.metrics.request_received(cmd, size);
@@ -274,13 +279,8 @@ impl Admission {
         // The handler is free once the answer exists; a dropped request does not hold it.
         drop(held);
         // The profile's latency floor, holding nothing: only a request early for it waits.
-        if let Some(floor) = self.stages.latency_floor
-            && matches!(on, Executor::Handlers)
-        {
-            let due = arrived + floor;
-            if Instant::now() < due {
-                crate::datanode::timer::sleep_until(due).await;
-            }
+        if let (Some(floor), Some(ticket)) = (&self.stages.latency_floor, &floor_ticket) {
+            floor.wait(ticket).await;
         }
         let (answered, size) = match &outcome {
             Outcome::Answer(resp) => {
