@@ -285,8 +285,9 @@ pub struct Args {
     pub tls_handshake_timeout: Duration,
 
     /// A profile of the DataNode's stages (TOML, format dn-sim-profile/1): the event loops' and
-    /// the handlers' costs per message and byte, and the machine's cores that size the event
-    /// loop group. Default: none (no stage costs anything). See docs/dn-sim.md.
+    /// the handlers' costs per message and byte, the CPU spent per request, a latency floor, and
+    /// the machine's cores that size the event loop group. Default: none (no stage costs
+    /// anything). See docs/dn-sim.md.
     #[arg(long, env = "DN_SIM_PROFILE", value_name = "FILE")]
     pub profile: Option<std::path::PathBuf>,
 

@@ -203,11 +203,16 @@ fn messages(c: &Cell) -> f64 {
     }
 }
 
+/// µs a call of cell `c`'s kind and sizes costs at `costs` (µs per message, ns per request
+/// byte, ns per response byte).
+fn call_us(costs: [f64; 3], c: &Cell) -> f64 {
+    messages(c) * costs[0] + (costs[1] * c.req_bytes as f64 + costs[2] * c.resp_bytes as f64) / 1e3
+}
+
 impl Cpu {
     /// CPU µs the stage spends on a call of cell `c`'s kind and sizes.
     fn burn_us(&self, c: &Cell) -> f64 {
-        messages(c) * self.total[0]
-            + (self.total[1] * c.req_bytes as f64 + self.total[2] * c.resp_bytes as f64) / 1e3
+        call_us(self.total, c)
     }
 
     /// The calls/s of `c`'s shape that the machine's CPU allows with the stage, when the
@@ -366,12 +371,7 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     }
     let cpu_bound = |c: &Cell| cpu.as_ref().and_then(|cpu| cpu.bound(c));
     // The handler's CPU holds it like its own time.
-    let handler_cpu_us = |c: &Cell| {
-        cpu.as_ref().map_or(0.0, |cpu| {
-            messages(c) * cpu.handler[0]
-                + (cpu.handler[1] * c.req_bytes as f64 + cpu.handler[2] * c.resp_bytes as f64) / 1e3
-        })
-    };
+    let handler_cpu_us = |c: &Cell| cpu.as_ref().map_or(0.0, |cpu| call_us(cpu.handler, c));
     let write_base_ms = t_write_ms;
     let cells = &target[..];
     // Step 2: per message, on 0 B echoes.
