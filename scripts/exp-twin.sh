@@ -6,9 +6,11 @@
 #    hdds.datanode.read.chunk.threads.per.volume (the gRPC pool) = 2 and 10; on each
 #    `loadgen calibrate --pool P` measures echoes (0 B, 1 MiB responses) and WriteChunks (64 KB,
 #    1 MB, 4 MB) at one request in flight and 0 B echoes at 4, 8 and 32 in flight (32 connections
-#    at most), 1 MiB echoes with 8; a dn-sim without a profile is the per-byte baseline. The
-#    cells of both pools are fitted into the profile (kind "measured"); the baseline runs the
-#    loaded cells too at each pool, and the machine's CPU per call on both gives the CPU stage.
+#    at most), 1 MiB echoes with 8, and 0 B echoes that sleep 5 ms at 32 in flight; a dn-sim
+#    without a profile (pool 10) is the per-byte baseline. The cells of both pools are fitted
+#    into the profile (kind "measured"); the baseline runs the loaded cells too at each pool:
+#    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
+#    real DataNode's handler wakes from a sleep.
 # 2. Validation, cells the fit did not see, on the real DataNode and on dn-sim --profile (the
 #    same pool key given to dn-sim, which derives the same event loops):
 #    - the handler experiment: pools 1, 4, 16, `loadgen echo` 32 connections x 32 workers,
@@ -16,15 +18,22 @@
 #    - the HDDS-10442 payload table at pool 16: responses of 0 B, 1 MiB, 10 MiB x 1, 8, 32
 #      workers (as many connections);
 #    - `loadgen write` of 64 KB, 1 MB and 4 MB chunks with 4 workers at pool 16 (MB/s);
-#    - the real DataNode's first pool-16 cell again at the end of its run: its own spread.
+#    Per pool the two run side by side; each cell runs on the real DataNode, then on dn-sim,
+#    and the pool's cells go round --repeats times (default 3), so both see the same minutes of
+#    this shared machine; the table takes medians and shows the real DataNode's own spread.
 # Each DataNode gets untimed load after its start (JIT warm-up), each cell its own --warmup. The
-# dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk).
-# Writes OUT/exp-twin.csv (every cell), OUT/exp-twin.md (the table: calls/s or MB/s, p50, p99,
-# real / dn-sim, and whether each cell meets the goals: calls/s and MB/s within 10 % and 15 %,
-# p50 15 %, p99 25 %), OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one
-# point per cell, the +/-10 % band), and the profile to PROFILE. Takes about 10 minutes.
+# dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk) and advertise
+# the real DataNode's HTTP/2 windows and frame size.
+# Writes OUT/exp-twin.csv (every run of every cell), OUT/exp-twin.md (per cell the medians of
+# calls/s or MB/s, p50 and p99 on each, real / dn-sim, the real DataNode's spread between rounds,
+# and whether the cell meets the goals: calls/s and MB/s within 10 % and 15 %, p50 15 %, p99
+# 25 %; a missed cell says by how much, and whether the real DataNode itself varied more than the
+# goal), OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
+# the +/-10 % band), and the profile to PROFILE. Takes about 17 minutes.
 #
-# Usage: scripts/exp-twin.sh [--quick] [--duration 5s] [--warmup 2s] [--out DIR] [--profile FILE]
+# Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 3] [--out DIR]
+#                            [--profile FILE]
+#   --duration, --warmup, --repeats: of the validation cells (the fit's are 5 s after 2 s).
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
 #             profile loaded by dn-sim, its stages checked on /prom, and 2 cells of 1 s on both
 #             (echo sleep 1 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
@@ -39,21 +48,23 @@ cd "$root"
 . scripts/lib.sh
 . scripts/lib/real-datanode.sh
 
-duration=5s warmup=2s jvm_warmup=10s version=2.2.0 quick=0 out="" profile=""
+duration=4s warmup=1s repeats=3 jvm_warmup=10s version=2.2.0 quick=0 out="" profile=""
+cal_duration=5s cal_warmup=2s
 while [ $# -gt 0 ]; do
     case "$1" in
         --duration) duration="${2:?$1 needs a value}"; shift 2 ;;
         --warmup) warmup="${2:?$1 needs a value}"; shift 2 ;;
+        --repeats) repeats="${2:?$1 needs a value}"; shift 2 ;;
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-cal_duration=$duration cal_warmup=$warmup
+[[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "exp-twin.sh: --repeats: '$repeats' is not a count of 1 or more" >&2; exit 2; }
 if [ "$quick" = 1 ]; then
-    cal_duration=500ms cal_warmup=200ms duration=1s warmup=300ms jvm_warmup=0s
+    cal_duration=500ms cal_warmup=200ms duration=1s warmup=300ms jvm_warmup=0s repeats=1
     out="${out:-target/exp-twin-quick}"
 fi
 out="${out:-results}"
@@ -73,8 +84,12 @@ stop_pid() { [ -n "$1" ] || return 0; kill -TERM "$1" 2>/dev/null || true; wait 
 stop_sim() { stop_pid "$sim_pid"; sim_pid=""; }
 trap 'real_dn_stop; stop_sim; stop_pid "$base_pid"; rm -rf "$work"' EXIT
 csv="$work/cells.csv"
-echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures" >"$csv"
+echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures,round" >"$csv"
+round=1
 per_volume=hdds.datanode.read.chunk.threads.per.volume
+# The real DataNode's HTTP/2 receive settings (grpc-java on Netty: 1 MiB windows, 16 KiB frames),
+# on every dn-sim here: a client sends a chunk to the twin as it does to the DataNode.
+dn_wire=(--http2-stream-window 1MB --http2-connection-window 1MB --http2-max-frame-size 16KB)
 
 start_real() {
     echo "real DataNode $version, $per_volume=$1" >&2
@@ -87,7 +102,7 @@ start_real() {
 start_sim() { # POOL [args]
     local pool=$1
     shift
-    start_dn_sim "$work/sim.ready" "$dn_sim" -D "$per_volume=$pool" --store discard "$@" >"$work/sim.log" 2>&1 ||
+    start_dn_sim "$work/sim.ready" "$dn_sim" -D "$per_volume=$pool" --store discard "${dn_wire[@]}" "$@" >"$work/sim.log" 2>&1 ||
         { cat "$work/sim.log" >&2; exit 1; }
     sim_pid=$dn_pid sim_addr=$ready_client sim_admin=$ready_admin
 }
@@ -105,12 +120,12 @@ cell() {
     echo "  $target pool $pool: loadgen ${args[*]:0:1} bytes=$bytes ${clients}x$threads sleep=$sleep_ms" >&2
     rm -f "$work/cell.json"
     # A cell with failed requests still has its report (the failures are in the table).
-    "$loadgen" "${args[@]}" >/dev/null 2>"$work/cell.err" || [ -s "$work/cell.json" ] ||
+    "$loadgen" "${args[@]}" </dev/null >/dev/null 2>"$work/cell.err" || [ -s "$work/cell.json" ] ||
         { cat "$work/cell.err" >&2; return 1; }
-    python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" >>"$csv" <<'PY'
+    python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" "$round" >>"$csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-group, pool, sleep_ms, kind, nbytes, clients, threads, target = sys.argv[2:10]
+group, pool, sleep_ms, kind, nbytes, clients, threads, target, rnd = sys.argv[2:11]
 def size(b):
     b = int(b)
     return "0B" if b == 0 else (f"{b >> 20}MiB" if b % (1 << 20) == 0 else f"{b >> 10}KiB")
@@ -124,18 +139,18 @@ else:
     value, unit = r["write"]["mb_per_s"], "MB/s"
     name = f"write pool={pool} chunk={size(nbytes)} {clients}x{threads}"
 print(f"{group},{name},{pool},{sleep_ms},{kind},{nbytes},{clients},{threads},{target},{value:.2f},{unit},"
-      f"{pct.get(50.0, float('nan')):.3f},{pct.get(99.0, float('nan')):.3f},{r['totals']['failures']}")
+      f"{pct.get(50.0, float('nan')):.3f},{pct.get(99.0, float('nan')):.3f},{r['totals']['failures']},{rnd}")
 PY
 }
 
 # 1. Fit.
-start_dn_sim "$work/base.ready" "$dn_sim" --metrics-listen none --store discard >"$work/base.log" 2>&1 ||
+start_dn_sim "$work/base.ready" "$dn_sim" --metrics-listen none --store discard --handler-count 10 "${dn_wire[@]}" >"$work/base.log" 2>&1 ||
     { cat "$work/base.log" >&2; exit 1; }
 base_pid=$dn_pid base_addr=$ready_client
 fit_pools="2 10"
 [ "$quick" = 1 ] && fit_pools=10
 with=()
-baseline=(--baseline "$base_addr")
+baseline=(--baseline "$base_addr" --baseline-pool 10)
 for p in $fit_pools; do
     start_real "$p"
     "$loadgen" calibrate --target "$dn_addr" --pool "$p" ${baseline[@]+"${baseline[@]}"} --duration "$cal_duration" \
@@ -186,72 +201,89 @@ if [ "$quick" = 1 ]; then
     cell quick 10 dn-sim "$sim_addr" write $((1 << 20)) 4 4 0
     stop_sim
 else
-    run_pool() { # TARGET ADDR POOL
-        local t=$1 a=$2 p=$3 s n b
-        for s in 0 1 2; do cell handlers "$p" "$t" "$a" echo 0 32 32 "$s"; done
+    # Each pool: the real DataNode and dn-sim run side by side (the one not measured idles), and
+    # each cell runs on the real one, then on dn-sim, --repeats times round the pool's cells: the
+    # machine's drift falls on both alike, and the medians and the real DataNode's own spread
+    # come from the same minutes.
+    pool_cells() { # POOL: "kind bytes clients threads sleep" lines, and the group first
+        local p=$1 s n b
+        for s in 0 1 2; do echo "handlers echo 0 32 32 $s"; done
         [ "$p" = 16 ] || return 0
         for b in 0 $((1 << 20)) $((10 << 20)); do
-            for n in 1 8 32; do cell payload "$p" "$t" "$a" echo "$b" "$n" "$n" 0; done
+            for n in 1 8 32; do echo "payload echo $b $n $n 0"; done
         done
-        for b in $((64 << 10)) $((1 << 20)) $((4 << 20)); do cell write "$p" "$t" "$a" write "$b" 4 4 0; done
+        for b in $((64 << 10)) $((1 << 20)) $((4 << 20)); do echo "write write $b 4 4 0"; done
     }
     for p in 1 4 16; do
         start_real "$p"
-        run_pool real "$dn_addr" "$p"
-        # The real DataNode against itself: its first cell again, at the end of its run.
-        [ "$p" = 16 ] && cell repeat "$p" real-again "$dn_addr" echo 0 32 32 0
-        real_dn_stop
         start_sim "$p" --profile "$profile"
-        run_pool dn-sim "$sim_addr" "$p"
+        for ((round = 1; round <= repeats; round++)); do
+            echo "pool $p: round $round of $repeats" >&2
+            while read -r group kind bytes clients threads sleep_ms; do
+                cell "$group" "$p" real "$dn_addr" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
+                cell "$group" "$p" dn-sim "$sim_addr" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
+            done < <(pool_cells "$p")
+        done
+        real_dn_stop
         stop_sim
     done
 fi
 
 cp "$csv" "$out/exp-twin.csv"
 python3 - "$csv" "$out/exp-twin.md" "$out/exp-twin.svg" "$duration" "$warmup" "$version" "$profile" "$quick" <<'PY'
-import csv, math, sys
+import csv, math, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 md, svg, duration, warmup, version, profile, quick = sys.argv[2:9]
-cells = {}
-for r in rows:
-    cells.setdefault(r["cell"], {})[r["target"]] = r
 def f(x):
     try:
         return float(x)
     except ValueError:
         return float("nan")
+cells = {}  # cell -> target -> its runs (one per round)
+for r in rows:
+    cells.setdefault(r["cell"], {}).setdefault(r["target"], []).append(r)
+def median(runs, key):
+    vals = sorted(f(r[key]) for r in runs)
+    return statistics.median(vals) if vals else float("nan")
+rounds = max((int(r["round"]) for r in rows), default=1)
 lines = [f"Real Ozone {version} DataNode vs dn-sim --profile {profile}, same machine, one run; "
-         f"{duration} cells after {warmup} warm-up{' (QUICK: one pool, not a validation)' if quick == '1' else ''}.",
-         "Goals: calls/s within ±10 % (MB/s ±15 % for writes), p50 ±15 %, p99 ±25 %. ratio = real ÷ dn-sim.", "",
-         "| cell | unit | real | dn-sim | ratio | real p50 (ms) | dn-sim p50 (ms) | p50 ratio | real p99 (ms) | dn-sim p99 (ms) | p99 ratio | goals |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-points, met, total = [], 0, 0
+         f"{duration} cells after {warmup} warm-up, each on the real DataNode then on dn-sim, "
+         f"{rounds} round(s); the medians of the rounds"
+         f"{' (QUICK: one pool, not a validation)' if quick == '1' else ''}.",
+         "Goals: calls/s within ±10 % (MB/s ±15 % for writes), p50 ±15 %, p99 ±25 %. ratio = real ÷ dn-sim. "
+         "real spread = the real DataNode's highest round ÷ its lowest.", "",
+         "| cell | unit | real | real spread | dn-sim | ratio | real p50 (ms) | dn-sim p50 (ms) | p50 ratio | real p99 (ms) | dn-sim p99 (ms) | p99 ratio | goals |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+points, met, total, noisy = [], 0, 0, 0
 for name, t in cells.items():
     real, sim = t.get("real"), t.get("dn-sim")
     if not real or not sim:
         continue
-    rv, sv = f(real["value"]), f(sim["value"])
+    unit = real[0]["unit"]
+    rv, sv = median(real, "value"), median(sim, "value")
+    r50, s50, r99, s99 = median(real, "p50_ms"), median(sim, "p50_ms"), median(real, "p99_ms"), median(sim, "p99_ms")
+    vals = [f(r["value"]) for r in real]
+    spread = max(vals) / min(vals) if min(vals) > 0 else float("nan")
     ratio = rv / sv if sv else float("nan")
-    p50 = f(real["p50_ms"]) / f(sim["p50_ms"]) if f(sim["p50_ms"]) else float("nan")
-    p99 = f(real["p99_ms"]) / f(sim["p99_ms"]) if f(sim["p99_ms"]) else float("nan")
-    tol = 0.15 if real["unit"] == "MB/s" else 0.10
+    p50 = r50 / s50 if s50 else float("nan")
+    p99 = r99 / s99 if s99 else float("nan")
+    tol = 0.15 if unit == "MB/s" else 0.10
     misses = []
-    if not abs(ratio - 1) <= tol: misses.append(f"{real['unit']} {100 * (ratio - 1):+.0f} %")
+    if not abs(ratio - 1) <= tol: misses.append(f"{unit} {100 * (ratio - 1):+.0f} %")
     if not abs(p50 - 1) <= 0.15: misses.append(f"p50 {100 * (p50 - 1):+.0f} %")
     if not abs(p99 - 1) <= 0.25: misses.append(f"p99 {100 * (p99 - 1):+.0f} %")
+    verdict = "met" if not misses else "missed: " + ", ".join(misses)
+    if misses and len(real) > 1 and spread - 1 > tol:
+        verdict += f"; the real DataNode's own rounds differ by {100 * (spread - 1):.0f} %"
+        noisy += 1
     total += 1
     met += not misses
-    lines.append(f"| {name} | {real['unit']} | {rv:.1f} | {sv:.1f} | {ratio:.2f} | {real['p50_ms']} | {sim['p50_ms']} | {p50:.2f} | "
-                 f"{real['p99_ms']} | {sim['p99_ms']} | {p99:.2f} | {'met' if not misses else 'missed: ' + ', '.join(misses)} |")
+    lines.append(f"| {name} | {unit} | {rv:.1f} | {spread:.2f} | {sv:.1f} | {ratio:.2f} | {r50:.3f} | {s50:.3f} | {p50:.2f} | "
+                 f"{r99:.3f} | {s99:.3f} | {p99:.2f} | {verdict} |")
     points.append((name, rv, sv))
 failures = sum(int(f(r["failures"])) for r in rows)
-lines += ["", f"cells meeting every goal: {met} of {total}; failures in all cells: {failures}"]
-for name, t in cells.items():
-    first, again = t.get("real"), t.get("real-again")
-    if first and again:
-        a, b = f(first["value"]), f(again["value"])
-        lines.append(f"the real DataNode against itself ({name}, first and last cell of its run): "
-                     f"{a:.1f} and {b:.1f} {first['unit']}, ratio {a / b:.2f}")
+lines += ["", f"cells meeting every goal: {met} of {total}; missed cells where the real DataNode's own rounds "
+          f"differ by more than the calls/s (MB/s) goal: {noisy}; failures in all runs: {failures}"]
 text = "\n".join(lines)
 print(text)
 open(md, "w").write(text + "\n")

@@ -27,6 +27,8 @@
 //! [handler.response]          # ... and per response (build, serialize), beside injected delays
 //! per_message_us = 5.0
 //! per_byte_ns = 0.3
+//! [handler.sleep]             # how late a handler wakes from an echo's sleep (Thread.sleep)
+//! late_us = 100.0
 //!
 //! [cpu.handler]               # CPU really spent on the handler before it answers ...
 //! per_message_us = 8.0
@@ -79,6 +81,9 @@ pub struct Profile {
     /// The handler's own time per request and per response.
     pub handler_request: MessageCost,
     pub handler_response: MessageCost,
+    /// How much longer than asked an echo's sleep holds the handler: the real DataNode's
+    /// `Thread.sleep` wakes late, more so among many threads on few cores.
+    pub handler_sleep_late: Duration,
     /// CPU really spent (`sim::cpu`): on the handler before it answers, and in the background.
     pub cpu_handler: CpuCost,
     pub cpu_background: CpuCost,
@@ -220,13 +225,31 @@ struct File {
     #[serde(default)]
     event_loops: Pair,
     #[serde(default)]
-    handler: Pair,
+    handler: HandlerTables,
     #[serde(default)]
     cpu: CpuPair,
     #[serde(default)]
     latency: Latency,
     #[serde(default)]
     fit: Fit,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HandlerTables {
+    #[serde(default)]
+    request: MessageCost,
+    #[serde(default)]
+    response: MessageCost,
+    #[serde(default)]
+    sleep: Sleep,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sleep {
+    #[serde(default)]
+    late_us: f64,
 }
 
 #[derive(Default, Deserialize)]
@@ -304,6 +327,12 @@ impl Profile {
         }
         .check("latency")
         .map_err(|e| e.replace("per_message_us", "floor_us"))?;
+        MessageCost {
+            per_message_us: file.handler.sleep.late_us,
+            per_byte_ns: 0.0,
+        }
+        .check("handler.sleep")
+        .map_err(|e| e.replace("per_message_us", "late_us"))?;
         for r in &file.fit.residuals {
             if !(r.measured.is_finite() && r.predicted.is_finite()) {
                 return Err(format!(
@@ -321,6 +350,7 @@ impl Profile {
             event_loop_response: file.event_loops.response,
             handler_request: file.handler.request,
             handler_response: file.handler.response,
+            handler_sleep_late: Duration::from_nanos((file.handler.sleep.late_us * 1e3) as u64),
             cpu_handler: file.cpu.handler,
             cpu_background: file.cpu.background,
             latency_floor: Duration::from_nanos((file.latency.floor_us * 1e3) as u64),
@@ -340,6 +370,7 @@ impl Profile {
             && self.event_loop_response.is_zero()
             && self.handler_request.is_zero()
             && self.handler_response.is_zero()
+            && self.handler_sleep_late.is_zero()
             && self.cpu_handler.is_zero()
             && self.cpu_background.is_zero()
             && self.latency_floor.is_zero()
@@ -374,6 +405,7 @@ mod tests {
         assert_eq!(p.cpu_handler.nanos(1000, 2000), 8_000 + 500 + 2_000);
         assert_eq!(p.cpu_background.nanos(1000, 0), 12_000);
         assert_eq!(p.latency_floor, Duration::from_micros(40));
+        assert_eq!(p.handler_sleep_late, Duration::from_micros(100));
         assert!(!p.is_free());
     }
 
@@ -447,6 +479,14 @@ mod tests {
             (
                 &format!("{MINIMAL}[latency]\nfloor_us = inf\n"),
                 "latency.floor_us must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[handler.sleep]\nlate_us = -1.0\n"),
+                "handler.sleep.late_us must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[handler.sleep]\nlate_ms = 1.0\n"),
+                "unknown field `late_ms`",
             ),
             (
                 &format!(

@@ -345,11 +345,17 @@ impl EventLoops {
 pub struct HandlerStage {
     request: MessageCost,
     response: MessageCost,
+    sleep_late: Duration,
     service: Histogram,
 }
 
 impl HandlerStage {
-    pub fn new(request: MessageCost, response: MessageCost, recorder: &PrometheusRecorder) -> Self {
+    pub fn new(
+        request: MessageCost,
+        response: MessageCost,
+        sleep_late: Duration,
+        recorder: &PrometheusRecorder,
+    ) -> Self {
         recorder.describe_histogram(
             KeyName::from_const_str("dn_sim_handler_service_seconds"),
             Some(Unit::Seconds),
@@ -360,19 +366,29 @@ impl HandlerStage {
         Self {
             request,
             response,
+            sleep_late,
             service: recorder
                 .register_histogram(&key("dn_sim_handler_service_seconds", vec![]), &META),
         }
     }
 
     /// The handler's time for a request of `request_bytes` answered with `response_bytes`,
-    /// recorded as served.
-    pub fn service_time(&self, request_bytes: usize, response_bytes: usize) -> Duration {
-        let d = Duration::from_nanos(
+    /// recorded as served; `slept`: the request was an echo that slept on the handler, which
+    /// woke late.
+    pub fn service_time(
+        &self,
+        request_bytes: usize,
+        response_bytes: usize,
+        slept: bool,
+    ) -> Duration {
+        let mut d = Duration::from_nanos(
             self.request
                 .nanos(request_bytes)
                 .saturating_add(self.response.nanos(response_bytes)),
         );
+        if slept {
+            d += self.sleep_late;
+        }
         self.service.record(d.as_secs_f64());
         d
     }
@@ -484,7 +500,9 @@ impl Stages {
             return Self::none();
         };
         let loops_cost = !(p.event_loop_request.is_zero() && p.event_loop_response.is_zero());
-        let handler_cost = !(p.handler_request.is_zero() && p.handler_response.is_zero());
+        let handler_cost = !(p.handler_request.is_zero()
+            && p.handler_response.is_zero()
+            && p.handler_sleep_late.is_zero());
         let cpu_cost = !(p.cpu_handler.is_zero() && p.cpu_background.is_zero());
         Self {
             event_loops: loops_cost.then(|| {
@@ -497,8 +515,14 @@ impl Stages {
                     recorder,
                 )
             }),
-            handler: handler_cost
-                .then(|| HandlerStage::new(p.handler_request, p.handler_response, recorder)),
+            handler: handler_cost.then(|| {
+                HandlerStage::new(
+                    p.handler_request,
+                    p.handler_response,
+                    p.handler_sleep_late,
+                    recorder,
+                )
+            }),
             // One background thread a modelled core, as many as the JVM's parallel collector.
             cpu: cpu_cost
                 .then(|| CpuStage::new(p.cpu_handler, p.cpu_background, p.cores, recorder)),
@@ -660,7 +684,21 @@ mod tests {
         let s = Stages::from_profile(Some(&p), 4, &r);
         assert!(s.event_loops.is_none());
         let handler = s.handler.expect("a handler stage");
-        assert_eq!(handler.service_time(100, 1000), Duration::from_nanos(1000));
+        assert_eq!(
+            handler.service_time(100, 1000, false),
+            Duration::from_nanos(1000)
+        );
+        // A sleep's lateness alone makes a handler stage, paid only by echoes that slept.
+        p.handler_response = MessageCost::default();
+        p.handler_sleep_late = Duration::from_micros(120);
+        let handler = Stages::from_profile(Some(&p), 4, &r)
+            .handler
+            .expect("a handler stage");
+        assert_eq!(handler.service_time(100, 1000, false), Duration::ZERO);
+        assert_eq!(
+            handler.service_time(100, 1000, true),
+            Duration::from_micros(120)
+        );
         p.event_loop_response = cost(1.0);
         let s = Stages::from_profile(Some(&p), 4, &r);
         assert_eq!(s.event_loops.expect("loops").count(), 6); // pool 4 < 10: 2 x 3 cores

@@ -70,6 +70,9 @@ pub struct Cell {
     /// Payload of a request (WriteChunk: the chunk) and of a response (echo).
     pub req_bytes: u64,
     pub resp_bytes: u64,
+    /// An echo's `--sleep-time-ms` (0: none).
+    #[serde(default)]
+    pub sleep_ms: u32,
     pub calls_per_s: f64,
     /// Payload MB/s (MB = 2^20 bytes).
     pub mb_per_s: f64,
@@ -103,6 +106,14 @@ impl Cell {
             b => format!("{}KiB", b >> 10),
         };
         match self.kind {
+            Kind::Echo if self.sleep_ms > 0 => format!(
+                "echo resp={} sleep={}ms pool={} {}x{}",
+                size(self.resp_bytes),
+                self.sleep_ms,
+                self.pool,
+                self.clients,
+                self.threads
+            ),
             Kind::Echo => format!(
                 "echo resp={} pool={} {}x{}",
                 size(self.resp_bytes),
@@ -138,6 +149,9 @@ pub struct Fitted {
     /// handler and in the background: `[cpu.handler]`, `[cpu.background]`.
     pub cpu_handler: [f64; 3],
     pub cpu_background: [f64; 3],
+    /// `[handler.sleep] late_us`: how much longer than asked an echo's sleep holds the
+    /// target's handler, beyond what dn-sim's own does (0 without sleep cells on both).
+    pub sleep_late_us: f64,
     /// `[latency] floor_us`: the 0 B echo's latency at one request in flight beyond the
     /// baseline's (0 without a baseline).
     pub latency_floor_us: f64,
@@ -342,7 +356,10 @@ fn slopes(cells: &[&Cell], echo_base_ms: f64) -> (f64, f64, f64) {
 
 /// Fits `cells` for a machine of `cores`. Errors name what is missing.
 pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
-    let (target, base): (Vec<&Cell>, Vec<&Cell>) = cells.iter().partition(|c| !c.baseline);
+    // Echoes that slept fit only how late a sleeping handler wakes (step 4); the other steps
+    // never see them.
+    let (slept, cells): (Vec<&Cell>, Vec<&Cell>) = cells.iter().partition(|c| c.sleep_ms > 0);
+    let (target, base): (Vec<&Cell>, Vec<&Cell>) = cells.into_iter().partition(|c| !c.baseline);
     let echo_base_ms = single(&target, 0)
         .ok_or("no echo cell of 0 B at one request in flight (1 connection x 1 worker)")?;
     let mib = 1u64 << 20;
@@ -446,8 +463,29 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         }
     }
     let handler_byte_share = share.1;
+    // Step 4: how late a handler wakes from an echo's sleep. A handler of a saturated pool is
+    // held `min(P, N) / X` a call; beyond the sleep, the baseline's hold is dn-sim's own, and
+    // the profile adds the handler's cost and its CPU: the rest of the target's is lateness.
+    let hold_us = |c: &Cell| {
+        f64::from(c.pool.min(c.in_flight()).max(1)) / c.calls_per_s.max(1e-9) * 1e6
+            - f64::from(c.sleep_ms) * 1e3
+    };
+    let own_us = handler_us + cpu.as_ref().map_or(0.0, |c| c.handler[0]);
+    let sleep_pairs: Vec<(&Cell, f64)> = slept
+        .iter()
+        .filter(|t| !t.baseline)
+        .filter_map(|t| {
+            slept
+                .iter()
+                .find(|b| b.baseline && b.sleep_ms == t.sleep_ms && shape(b) == shape(t))
+                .map(|b| (*t, hold_us(b)))
+        })
+        .collect();
+    let sleep_late_us = mean(sleep_pairs.iter().map(|(t, b)| hold_us(t) - b - own_us))
+        .unwrap_or(0.0)
+        .max(0.0);
     // Residuals: every cell against the fitted model.
-    let residuals = cells
+    let mut residuals: Vec<(String, &'static str, f64, f64)> = cells
         .iter()
         .map(|c| match c.kind {
             Kind::Echo => {
@@ -475,6 +513,11 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
             }
         })
         .collect();
+    residuals.extend(sleep_pairs.iter().map(|(t, base_hold_us)| {
+        let held_us = f64::from(t.sleep_ms) * 1e3 + base_hold_us + own_us + sleep_late_us;
+        let x = f64::from(t.pool.min(t.in_flight()).max(1)) / (held_us.max(1e-3) / 1e6);
+        (t.label(), "calls/s", t.calls_per_s, x)
+    }));
     let (cpu_handler, cpu_background) = cpu
         .as_ref()
         .map_or(([0.0; 3], [0.0; 3]), |c| (c.handler, c.background()));
@@ -487,6 +530,7 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         handler_byte_share,
         cpu_handler,
         cpu_background,
+        sleep_late_us,
         latency_floor_us: base_single.map_or(0.0, |b0| ((echo_base_ms - b0) * 1e3).max(0.0)),
         echo_base_ms,
         write_base_ms,
@@ -524,6 +568,7 @@ impl Fitted {
         );
         t += &table("handler.request", self.handler_us, f * self.req_ns_per_byte);
         t += &table("handler.response", 0.0, f * self.resp_ns_per_byte);
+        t += &format!("[handler.sleep]\nlate_us = {:.3}\n\n", self.sleep_late_us);
         let cpu = |name: &str, c: [f64; 3]| {
             format!(
                 "[{name}]\nper_message_us = {:.3}\nper_request_byte_ns = {:.5}\nper_response_byte_ns = {:.5}\n\n",
@@ -554,7 +599,7 @@ impl Fitted {
              request {:.4} ns/B, response {:.4} ns/B (handler share {:.2}), {} cores; \
              CPU on the handler {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B; \
              CPU in the background {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B; \
-             latency floor {:.1} µs\n\n\
+             latency floor {:.1} µs; an echo's sleep wakes {:.1} µs late\n\n\
              | cell | unit | measured | model | model ÷ measured |\n|---|---|---:|---:|---:|\n",
             self.loop_us,
             self.handler_us,
@@ -569,6 +614,7 @@ impl Fitted {
             self.cpu_background[1],
             self.cpu_background[2],
             self.latency_floor_us,
+            self.sleep_late_us,
         );
         for (cell, unit, m, p) in &self.residuals {
             s += &format!(
@@ -605,6 +651,7 @@ mod tests {
             threads: t,
             req_bytes: 0,
             resp_bytes: resp,
+            sleep_ms: 0,
             calls_per_s: calls,
             mb_per_s: 0.0,
             mean_ms,
@@ -728,6 +775,45 @@ mod tests {
         }
         let f = fit(&cells, 2).unwrap();
         assert_eq!((f.cpu_handler, f.cpu_background), ([0.0; 3], [0.0; 3]));
+    }
+
+    #[test]
+    fn a_sleeping_handler_is_late_by_what_the_target_holds_beyond_the_baseline() {
+        let slept = |pool: u32, calls: f64, baseline: bool| {
+            let mut c = echo(pool, 32, 32, 0, calls, 1.0);
+            (c.sleep_ms, c.baseline) = (5, baseline);
+            c
+        };
+        // Pool 10 holds a handler 5.2 ms a call (10 / 1,923 calls/s), pool 2 5.25 ms; the
+        // baseline (pool 10) 5.05 ms: 150 and 200 µs more, 175 on average, of which the
+        // profile's handler cost pays a part.
+        let cells = vec![
+            echo(10, 1, 1, 0, 1e3 / 0.2, 0.2),
+            echo(10, 32, 32, 0, 30_000.0, 1.0),
+            slept(10, 10.0 / 5.2e-3, false),
+            slept(2, 2.0 / 5.25e-3, false),
+            slept(10, 10.0 / 5.05e-3, true),
+        ];
+        let f = fit(&cells, 2).unwrap();
+        assert!(f.handler_us < 1.0, "{f:?}");
+        assert!(
+            (f.sleep_late_us + f.handler_us - 175.0).abs() < 1e-6,
+            "{f:?}"
+        );
+        // The sleep cells are not 0 B echoes to the other steps: the loop and handler fit
+        // only the sleepless 32 x 32 cell, which one request in flight already explains.
+        let (_, _, m, p) = f
+            .residuals
+            .iter()
+            .find(|r| r.0 == "echo resp=0B sleep=5ms pool=2 32x32")
+            .unwrap();
+        assert!((p / m - 1.0).abs() < 0.02, "{m} vs {p}");
+        let toml = f.to_toml("2.2.0", "t", "now");
+        let late = format!("[handler.sleep]\nlate_us = {:.3}\n", f.sleep_late_us);
+        assert!(toml.contains(&late), "{toml}");
+        // Without sleep cells, no lateness.
+        let without = fit(&cells[..2], 2).unwrap();
+        assert_eq!(without.sleep_late_us, 0.0);
     }
 
     #[test]

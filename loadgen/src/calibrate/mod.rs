@@ -7,7 +7,9 @@
 //!   WriteChunks of 64 KB, 1 MB and 4 MB chunks (service time per command and size);
 //! - the saturation curve of 0 B echoes: 4, 8 and `--threads` workers (requests in flight) on
 //!   4, 8 and `--clients` connections;
-//! - 1 MiB echoes under load: 8 workers on 8 connections (at most `--clients`, `--threads`).
+//! - 1 MiB echoes under load: 8 workers on 8 connections (at most `--clients`, `--threads`);
+//! - 0 B echoes that sleep 5 ms on the handler, at `--clients` × `--threads` (how much longer
+//!   than asked a sleep holds a handler), on the baseline too.
 //!
 //! With `--baseline HOST:PORT` (a dn-sim without a profile) the cells at one request in flight
 //! run there too, and their per-byte slopes, the client's and the transport's share, are taken
@@ -54,7 +56,7 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
     }
     if let (Some(base), None) = (&args.baseline, &args.target) {
         for (kind, bytes) in SINGLE {
-            let mut c = cell(args, base, 0, kind, bytes, (1, 1)).map_err(Error::mid_run)?;
+            let mut c = cell(args, base, 0, kind, bytes, (1, 1), 0).map_err(Error::mid_run)?;
             c.baseline = true;
             measured.push(c);
         }
@@ -126,6 +128,7 @@ fn cell(
     kind: Kind,
     bytes: u64,
     (clients, threads): (u32, u32),
+    sleep_ms: u32,
 ) -> Result<Cell, Error> {
     let mut argv: Vec<String> = vec!["loadgen".into()];
     let common = [
@@ -146,7 +149,12 @@ fn cell(
         Kind::Echo => {
             argv.push("echo".into());
             argv.extend(common);
-            argv.extend(["--payload-resp".into(), (bytes / 1024).to_string()]);
+            argv.extend([
+                "--payload-resp".into(),
+                (bytes / 1024).to_string(),
+                "--sleep-time-ms".into(),
+                sleep_ms.to_string(),
+            ]);
         }
         Kind::Write => {
             argv.push("write".into());
@@ -184,6 +192,7 @@ fn cell(
         threads,
         req_bytes: 0,
         resp_bytes: 0,
+        sleep_ms,
         calls_per_s: r.success_rate(),
         mb_per_s: r.bytes_received_per_s() / MIB as f64,
         mean_ms: r.corrected.mean_ms(),
@@ -260,6 +269,10 @@ const SINGLE: [(Kind, u64); 5] = [
     (Kind::Write, 4 * MIB),
 ];
 
+/// The sleep of the echo cell that measures how late a sleeping handler wakes: longer than the
+/// 1–2 ms of the handler experiment, which then stays a prediction.
+const SLEEP_MS: u32 = 5;
+
 fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
     let full = (args.clients, args.threads);
     let mid = (args.clients.min(8), args.threads.min(8));
@@ -268,7 +281,7 @@ fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
     // The cells at one request in flight, each followed by the baseline's same cell: a load
     // that drifts (a shared machine) shifts both alike.
     for (kind, bytes) in SINGLE {
-        let c = cell(args, target, pool, kind, bytes, (1, 1));
+        let c = cell(args, target, pool, kind, bytes, (1, 1), 0);
         // The first cell finds an unreachable target (exit 2).
         cells.push(if cells.is_empty() {
             c?
@@ -276,7 +289,7 @@ fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
             c.map_err(Error::mid_run)?
         });
         if let Some(base) = &args.baseline {
-            let mut b = cell(args, base, 0, kind, bytes, (1, 1)).map_err(Error::mid_run)?;
+            let mut b = cell(args, base, 0, kind, bytes, (1, 1), 0).map_err(Error::mid_run)?;
             b.baseline = true;
             cells.push(b);
         }
@@ -295,12 +308,29 @@ fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
         (Kind::Echo, MIB, mid, true),
         (Kind::Write, MIB, mid, true),
     ] {
-        cells.push(cell(args, target, pool, kind, bytes, shape).map_err(Error::mid_run)?);
+        cells.push(cell(args, target, pool, kind, bytes, shape, 0).map_err(Error::mid_run)?);
         if let (true, Some(base)) = (paired, &args.baseline) {
-            let mut b = cell(args, base, 0, kind, bytes, shape).map_err(Error::mid_run)?;
+            let mut b = cell(args, base, 0, kind, bytes, shape, 0).map_err(Error::mid_run)?;
             b.baseline = true;
             cells.push(b);
         }
+    }
+    // Echoes that sleep, the pool saturated: how long a sleep holds a handler, here and on the
+    // baseline (the fit's sleep lateness).
+    cells.push(cell(args, target, pool, Kind::Echo, 0, full, SLEEP_MS).map_err(Error::mid_run)?);
+    if let Some(base) = &args.baseline {
+        let mut b = cell(
+            args,
+            base,
+            args.baseline_pool,
+            Kind::Echo,
+            0,
+            full,
+            SLEEP_MS,
+        )
+        .map_err(Error::mid_run)?;
+        b.baseline = true;
+        cells.push(b);
     }
     let Some(admin) = &args.admin else {
         return Ok(cells);
@@ -323,7 +353,7 @@ fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
             break;
         }
         for (bytes, shape) in [(0, full), (MIB, mid)] {
-            match cell(args, target, p, Kind::Echo, bytes, shape) {
+            match cell(args, target, p, Kind::Echo, bytes, shape, 0) {
                 Ok(c) => cells.push(c),
                 Err(e) => {
                     outcome = Err(e.mid_run());

@@ -36,6 +36,11 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "HOST:PORT")]
     pub baseline: Option<String>,
 
+    /// The baseline's handler pool (dn-sim's --handler-count; its default is 10): the echo
+    /// sleep cell compares how long a sleep holds a handler there and on the target.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub baseline_pool: u32,
+
     /// Cells measured earlier (a --cells-out file), e.g. at other pools of a restarted
     /// DataNode; fitted with this run's (repeatable).
     #[arg(long = "with", value_name = "FILE")]
