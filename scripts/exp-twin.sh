@@ -87,13 +87,17 @@ csv="$work/cells.csv"
 echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures,round" >"$csv"
 round=1
 per_volume=hdds.datanode.read.chunk.threads.per.volume
+# Echoes address container 1. Each validation write cell (on both DataNodes) gets a container of
+# its own: the real DataNode asks SCM to close a container once it holds its size (64 MB in the
+# harness), and writes to it then fail.
+containers=$((2 + 3 * repeats)) container=1 next_container=2
 # The real DataNode's HTTP/2 receive settings (grpc-java on Netty: 1 MiB windows, 16 KiB frames),
 # on every dn-sim here: a client sends a chunk to the twin as it does to the DataNode.
 dn_wire=(--http2-stream-window 1MB --http2-connection-window 1MB --http2-max-frame-size 16KB)
 
 start_real() {
     echo "real DataNode $version, $per_volume=$1" >&2
-    real_dn_start "$work" "$version" --containers 1 -D "$per_volume=$1" ||
+    real_dn_start "$work" "$version" --containers "1-$containers" -D "$per_volume=$1" ||
         { echo "exp-twin.sh: the real DataNode did not start" >&2; exit 1; }
     [ "$jvm_warmup" = 0s ] || "$loadgen" echo --target "$dn_addr" --clients 32 -t 32 --duration "$jvm_warmup" \
         --container-id 1 -f >/dev/null 2>&1 || true
@@ -102,7 +106,7 @@ start_real() {
 start_sim() { # POOL [args]
     local pool=$1
     shift
-    start_dn_sim "$work/sim.ready" "$dn_sim" -D "$per_volume=$pool" --store discard "${dn_wire[@]}" "$@" >"$work/sim.log" 2>&1 ||
+    start_dn_sim "$work/sim.ready" "$dn_sim" -D "$per_volume=$pool" --containers "1-$containers" --store discard "${dn_wire[@]}" "$@" >"$work/sim.log" 2>&1 ||
         { cat "$work/sim.log" >&2; exit 1; }
     sim_pid=$dn_pid sim_addr=$ready_client sim_admin=$ready_admin
 }
@@ -111,7 +115,7 @@ start_sim() { # POOL [args]
 cell() {
     local group=$1 pool=$2 target=$3 addr=$4 kind=$5 bytes=$6 clients=$7 threads=$8 sleep_ms=$9
     local args=(--target "$addr" --clients "$clients" -t "$threads" --duration "$duration" --warmup "$warmup"
-        --container-id 1 -f --format json --output "$work/cell.json")
+        --container-id "$container" -f --format json --output "$work/cell.json")
     if [ "$kind" = echo ]; then
         args=(echo "${args[@]}" --payload-resp $((bytes / 1024)) --sleep-time-ms "$sleep_ms")
     else
@@ -125,6 +129,8 @@ cell() {
     python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" "$round" >>"$csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
+if r["totals"]["failures"]:
+    print(f"    {r['totals']['failures']} failure(s): {json.dumps(r.get('errors'))[:300]}", file=sys.stderr)
 group, pool, sleep_ms, kind, nbytes, clients, threads, target, rnd = sys.argv[2:11]
 def size(b):
     b = int(b)
@@ -220,6 +226,8 @@ else
         for ((round = 1; round <= repeats; round++)); do
             echo "pool $p: round $round of $repeats" >&2
             while read -r group kind bytes clients threads sleep_ms; do
+                container=1
+                [ "$kind" = write ] && { container=$next_container; next_container=$((next_container + 1)); }
                 cell "$group" "$p" real "$dn_addr" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
                 cell "$group" "$p" dn-sim "$sim_addr" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
             done < <(pool_cells "$p")

@@ -268,6 +268,51 @@ async fn the_cpu_stage_spends_cpu_and_the_floor_delays_only_early_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echo_that_slept_holds_its_handler_late_and_one_that_did_not_does_not() {
+    // A sleep frees its handler 20 ms later than asked; nothing else costs.
+    let profile = Profile::parse(
+        "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
+         [machine]\ncores = 2\nozone_release = \"2.2.0\"\n\
+         [handler.sleep]\nlate_us = 20000.0\n",
+    )
+    .unwrap();
+    let server = start(1, profile).await;
+    let mut client = connect(&server, 1).await.remove(0);
+    let mut slept = echo();
+    slept.echo = Some(EchoRequestProto {
+        sleep_time_ms: Some(1),
+        ..Default::default()
+    });
+    let started = Instant::now();
+    for _ in 0..5 {
+        let r = client.send(tokio_stream::iter([slept.clone()])).await.unwrap();
+        let answer = r.into_inner().message().await.unwrap().unwrap();
+        assert_eq!(answer.result, OzoneResult::Success as i32);
+    }
+    // Five sleeps of 1 ms, each 20 ms late, one after another.
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(105), "5 slept echoes in {took:?}");
+    for _ in 0..5 {
+        let r = client.send(tokio_stream::iter([echo()])).await.unwrap();
+        r.into_inner().message().await.unwrap().unwrap();
+    }
+    // The handler stage priced ten requests, and only the five that slept cost it anything.
+    let text = server.metrics().render_prom(&server.admission().pool);
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("dn_sim_handler_service_seconds_count "), 10.0);
+    let busy = value("dn_sim_handler_service_seconds_sum ");
+    assert!((busy - 0.1).abs() < 1e-9, "handler busy {busy} s\n{text}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_profile_there_is_no_stage_and_no_stage_series() {
     let server = dn_sim::start(Config::loopback()).await.unwrap();
     assert!(server.admission().stages.event_loops.is_none());
