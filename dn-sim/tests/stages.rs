@@ -285,13 +285,19 @@ async fn an_echo_that_slept_holds_its_handler_late_and_one_that_did_not_does_not
     });
     let started = Instant::now();
     for _ in 0..5 {
-        let r = client.send(tokio_stream::iter([slept.clone()])).await.unwrap();
+        let r = client
+            .send(tokio_stream::iter([slept.clone()]))
+            .await
+            .unwrap();
         let answer = r.into_inner().message().await.unwrap().unwrap();
         assert_eq!(answer.result, OzoneResult::Success as i32);
     }
     // Five sleeps of 1 ms, each 20 ms late, one after another.
     let took = started.elapsed();
-    assert!(took >= Duration::from_millis(105), "5 slept echoes in {took:?}");
+    assert!(
+        took >= Duration::from_millis(105),
+        "5 slept echoes in {took:?}"
+    );
     for _ in 0..5 {
         let r = client.send(tokio_stream::iter([echo()])).await.unwrap();
         r.into_inner().message().await.unwrap().unwrap();
