@@ -29,7 +29,7 @@
 # and whether the cell meets the goals: calls/s and MB/s within 10 % and 15 %, p50 15 %, p99
 # 25 %; a missed cell says by how much, and whether the real DataNode itself varied more than the
 # goal), OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
-# the +/-10 % band), and the profile to PROFILE. Takes about 17 minutes.
+# the +/-10 % band), and the profile to PROFILE. Takes about 25 minutes.
 #
 # Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 3] [--out DIR]
 #                            [--profile FILE]
