@@ -148,6 +148,16 @@ impl MessageCost {
     }
 }
 
+/// A time in µs, checked as a per-message cost is; the error names `name`.
+fn micros(us: f64, name: &str) -> Result<Duration, String> {
+    if !(us.is_finite() && (0.0..=MAX_PER_MESSAGE_US).contains(&us)) {
+        return Err(format!(
+            "{name} must be from 0 to {MAX_PER_MESSAGE_US} (µs), not {us}"
+        ));
+    }
+    Ok(Duration::from_nanos((us * 1e3) as u64))
+}
+
 /// CPU time a request costs: a fixed part and parts per byte of the request and of its response.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -321,18 +331,8 @@ impl Profile {
         file.handler.response.check("handler.response")?;
         file.cpu.handler.check("cpu.handler")?;
         file.cpu.background.check("cpu.background")?;
-        MessageCost {
-            per_message_us: file.latency.floor_us,
-            per_byte_ns: 0.0,
-        }
-        .check("latency")
-        .map_err(|e| e.replace("per_message_us", "floor_us"))?;
-        MessageCost {
-            per_message_us: file.handler.sleep.late_us,
-            per_byte_ns: 0.0,
-        }
-        .check("handler.sleep")
-        .map_err(|e| e.replace("per_message_us", "late_us"))?;
+        let latency_floor = micros(file.latency.floor_us, "latency.floor_us")?;
+        let handler_sleep_late = micros(file.handler.sleep.late_us, "handler.sleep.late_us")?;
         for r in &file.fit.residuals {
             if !(r.measured.is_finite() && r.predicted.is_finite()) {
                 return Err(format!(
@@ -350,10 +350,10 @@ impl Profile {
             event_loop_response: file.event_loops.response,
             handler_request: file.handler.request,
             handler_response: file.handler.response,
-            handler_sleep_late: Duration::from_nanos((file.handler.sleep.late_us * 1e3) as u64),
+            handler_sleep_late,
             cpu_handler: file.cpu.handler,
             cpu_background: file.cpu.background,
-            latency_floor: Duration::from_nanos((file.latency.floor_us * 1e3) as u64),
+            latency_floor,
             fit: file.fit,
         })
     }

@@ -106,17 +106,13 @@ impl Cell {
             b => format!("{}KiB", b >> 10),
         };
         match self.kind {
-            Kind::Echo if self.sleep_ms > 0 => format!(
-                "echo resp={} sleep={}ms pool={} {}x{}",
-                size(self.resp_bytes),
-                self.sleep_ms,
-                self.pool,
-                self.clients,
-                self.threads
-            ),
             Kind::Echo => format!(
-                "echo resp={} pool={} {}x{}",
+                "echo resp={}{} pool={} {}x{}",
                 size(self.resp_bytes),
+                match self.sleep_ms {
+                    0 => String::new(),
+                    ms => format!(" sleep={ms}ms"),
+                },
                 self.pool,
                 self.clients,
                 self.threads
@@ -466,10 +462,9 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     // Step 4: how late a handler wakes from an echo's sleep. A handler of a saturated pool is
     // held `min(P, N) / X` a call; beyond the sleep, the baseline's hold is dn-sim's own, and
     // the profile adds the handler's cost and its CPU: the rest of the target's is lateness.
-    let hold_us = |c: &Cell| {
-        f64::from(c.pool.min(c.in_flight()).max(1)) / c.calls_per_s.max(1e-9) * 1e6
-            - f64::from(c.sleep_ms) * 1e3
-    };
+    let busy_handlers = |c: &Cell| f64::from(c.pool.min(c.in_flight()).max(1));
+    let hold_us =
+        |c: &Cell| busy_handlers(c) / c.calls_per_s.max(1e-9) * 1e6 - f64::from(c.sleep_ms) * 1e3;
     let own_us = handler_us + cpu.as_ref().map_or(0.0, |c| c.handler[0]);
     let sleep_pairs: Vec<(&Cell, f64)> = slept
         .iter()
@@ -515,7 +510,7 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         .collect();
     residuals.extend(sleep_pairs.iter().map(|(t, base_hold_us)| {
         let held_us = f64::from(t.sleep_ms) * 1e3 + base_hold_us + own_us + sleep_late_us;
-        let x = f64::from(t.pool.min(t.in_flight()).max(1)) / (held_us.max(1e-3) / 1e6);
+        let x = busy_handlers(t) / (held_us.max(1e-3) / 1e6);
         (t.label(), "calls/s", t.calls_per_s, x)
     }));
     let (cpu_handler, cpu_background) = cpu
