@@ -19,7 +19,10 @@
 //!    of WriteChunk latency over chunk sizes (64 KB, 1 MB, 4 MB). These slopes include the
 //!    client's and the transport's cost per byte, which dn-sim's own run pays again: with
 //!    `--baseline` (a dn-sim without a profile, measured by the same cells) its slopes are
-//!    subtracted.
+//!    subtracted. The baseline's response slope is taken, when measured, from echoes that first
+//!    slept as long as the target's 1 MiB echo took: a client that waited that long idle moves
+//!    the bytes up to twice as slowly on this machine (0.24 vs 0.79 ms a MiB after 10 ms), in
+//!    the target's latency and in dn-sim's with the profile alike.
 //! 2. **Per message**, `L` and `H`: a grid search (log-spaced, 40 points a decade, 0.5 µs – 1 s)
 //!    minimizing the sum of squared log errors of `X` over every saturation cell of 0 B echoes
 //!    (every concurrency and pool). A stage the cells never show as the limit gets the smallest
@@ -350,6 +353,30 @@ fn slopes(cells: &[&Cell], echo_base_ms: f64) -> (f64, f64, f64) {
     (resp, base, req)
 }
 
+/// The baseline's response ns per byte after its client waited idle as long as the target kept
+/// it waiting: the slope between its echoes of 0 B and 1 MiB at one request in flight that slept
+/// the same time on the handler. A client that waited moves the bytes slower than one that never
+/// stops (its cores idled); the target's latency includes that, and so does dn-sim's with a
+/// profile, so the per-byte cost it adds must not include it again.
+fn idle_resp_slope(slept: &[&Cell]) -> Option<f64> {
+    let echo = |resp: u64, ms: u32| {
+        slept.iter().find(|c| {
+            c.baseline
+                && c.kind == Kind::Echo
+                && c.in_flight() == 1
+                && c.req_bytes == 0
+                && c.resp_bytes == resp
+                && c.sleep_ms == ms
+        })
+    };
+    let big = slept
+        .iter()
+        .filter(|c| c.baseline && c.in_flight() == 1 && c.resp_bytes == 1 << 20)
+        .find(|c| echo(0, c.sleep_ms).is_some())?;
+    let small = echo(0, big.sleep_ms)?;
+    Some(((big.mean_ms - small.mean_ms) * 1e6 / (1u64 << 20) as f64).max(0.0))
+}
+
 /// Fits `cells` for a machine of `cores`. Errors name what is missing.
 pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     // Echoes that slept fit only how late a sleeping handler wakes (step 4); the other steps
@@ -365,6 +392,7 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     let (mut resp_ns_per_byte, mut req_ns_per_byte) = match base_single {
         Some(b0) => {
             let (b_resp, _, b_req) = slopes(&base, b0);
+            let b_resp = idle_resp_slope(&slept).unwrap_or(b_resp);
             ((t_resp - b_resp).max(0.0), (t_req - b_req).max(0.0))
         }
         None => (t_resp, t_req),
@@ -809,6 +837,32 @@ mod tests {
         // Without sleep cells, no lateness.
         let without = fit(&cells[..2], 2).unwrap();
         assert_eq!(without.sleep_late_us, 0.0);
+    }
+
+    #[test]
+    fn the_baselines_bytes_after_an_idle_wait_are_not_charged_to_the_target() {
+        let mib = 1u64 << 20;
+        let on_base = |mut c: Cell, sleep_ms: u32| {
+            (c.baseline, c.sleep_ms) = (true, sleep_ms);
+            c
+        };
+        // The target's 1 MiB echo takes 10 ms more than its 0 B one. The baseline moves a
+        // MiB in 0.25 ms when its client never stops, in 0.8 ms after waiting 10 ms.
+        let mut cells = vec![
+            echo(10, 1, 1, 0, 1e3 / 0.2, 0.2),
+            echo(10, 1, 1, mib, 1e3 / 10.2, 10.2),
+            on_base(echo(0, 1, 1, 0, 1e4, 0.1), 0),
+            on_base(echo(0, 1, 1, mib, 1e3 / 0.35, 0.35), 0),
+        ];
+        let ns = |ms: f64| ms * 1e6 / mib as f64;
+        let f = fit(&cells, 2).unwrap();
+        assert!((f.resp_ns_per_byte - ns(10.0 - 0.25)).abs() < 1e-6, "{f:?}");
+        cells.push(on_base(echo(0, 1, 1, 0, 1e3 / 10.3, 10.3), 10));
+        cells.push(on_base(echo(0, 1, 1, mib, 1e3 / 11.1, 11.1), 10));
+        let f = fit(&cells, 2).unwrap();
+        assert!((f.resp_ns_per_byte - ns(10.0 - 0.8)).abs() < 1e-6, "{f:?}");
+        // The idle echoes are no sleep cells: no lateness without the target's.
+        assert_eq!(f.sleep_late_us, 0.0);
     }
 
     #[test]

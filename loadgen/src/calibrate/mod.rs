@@ -13,7 +13,9 @@
 //!
 //! With `--baseline HOST:PORT` (a dn-sim without a profile) the cells at one request in flight
 //! run there too, and their per-byte slopes, the client's and the transport's share, are taken
-//! off the target's.
+//! off the target's. Two more run there only: echoes of 0 B and 1 MiB at one request in flight
+//! that sleep on the handler as long as the target's 1 MiB echo took, for the response's slope
+//! after a client waited that long.
 //!
 //! With `--admin` (dn-sim's) and `--pools`, the two loaded cells (0 B at `--clients` ×
 //! `--threads`, 1 MiB with 8 workers) run again at each pool, set by `PUT /config`. A real DataNode
@@ -60,6 +62,8 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
             c.baseline = true;
             measured.push(c);
         }
+        let idle = idle_cells(args, base, &cells).map_err(Error::mid_run)?;
+        measured.extend(idle);
     }
     if let Some(path) = &args.cells_out {
         let text = serde_json::to_string_pretty(&json!({ "cells": measured })).expect("JSON");
@@ -269,6 +273,42 @@ const SINGLE: [(Kind, u64); 5] = [
     (Kind::Write, 4 * MIB),
 ];
 
+/// The baseline's echoes of 0 B and 1 MiB at one request in flight that first sleep on the
+/// handler as long as the target's 1 MiB echo took (`target_cells`' mean, whole ms): how fast
+/// the client and transport move a response after the client waited that long (the fit's
+/// per-byte baseline, `fit::idle_resp_slope`). None without such a target cell.
+fn idle_cells(args: &CalibrateArgs, base: &str, target_cells: &[Cell]) -> Result<Vec<Cell>, Error> {
+    let Some(waited_ms) = target_cells
+        .iter()
+        .find(|c| {
+            !c.baseline
+                && c.kind == Kind::Echo
+                && c.in_flight() == 1
+                && c.resp_bytes == MIB
+                && c.sleep_ms == 0
+        })
+        .map(|c| c.mean_ms.round().clamp(1.0, 1000.0) as u32)
+    else {
+        return Ok(Vec::new());
+    };
+    [0, MIB]
+        .into_iter()
+        .map(|bytes| {
+            let mut b = cell(
+                args,
+                base,
+                args.baseline_pool,
+                Kind::Echo,
+                bytes,
+                (1, 1),
+                waited_ms,
+            )?;
+            b.baseline = true;
+            Ok(b)
+        })
+        .collect()
+}
+
 /// The sleep of the echo cell that measures how late a sleeping handler wakes: longer than the
 /// 1–2 ms of the handler experiment, which then stays a prediction.
 const SLEEP_MS: u32 = 5;
@@ -293,6 +333,10 @@ fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
             b.baseline = true;
             cells.push(b);
         }
+    }
+    if let Some(base) = &args.baseline {
+        let idle = idle_cells(args, base, &cells).map_err(Error::mid_run)?;
+        cells.extend(idle);
     }
     // Under load; the baseline's same cells give the CPU a call costs without the DataNode's
     // own work (the CPU stage is the difference).
