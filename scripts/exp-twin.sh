@@ -6,8 +6,9 @@
 #    hdds.datanode.read.chunk.threads.per.volume (the gRPC pool) = 2 and 10; on each
 #    `loadgen calibrate --pool P` measures echoes (0 B, 1 MiB responses) and WriteChunks (64 KB,
 #    1 MB, 4 MB) at one request in flight and 0 B echoes at 4, 8 and 32 in flight (32 connections
-#    at most), 1 MiB echoes with 8, and 0 B echoes that sleep 5 ms at 32 in flight; a dn-sim
-#    without a profile (pool 10) is the per-byte baseline. The cells of both pools are fitted
+#    at most), 1 MiB echoes with 8, and 0 B echoes that sleep 5 ms at 32 in flight, each cell
+#    3 runs of 3 s after 1 s (the median kept); a dn-sim without a profile (pool 10) is the
+#    per-byte baseline. The cells of both pools are fitted
 #    into the profile (kind "measured"); the baseline runs the loaded cells too at each pool:
 #    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
 #    real DataNode's handler wakes from a sleep.
@@ -29,11 +30,11 @@
 # and whether the cell meets the goals: calls/s and MB/s within 10 % and 15 %, p50 15 %, p99
 # 25 %; a missed cell says by how much, and whether the real DataNode itself varied more than the
 # goal), OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
-# the +/-10 % band), and the profile to PROFILE. Takes about 25 minutes.
+# the +/-10 % band), and the profile to PROFILE. Takes about 30 minutes.
 #
 # Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 3] [--out DIR]
 #                            [--profile FILE]
-#   --duration, --warmup, --repeats: of the validation cells (the fit's are 5 s after 2 s).
+#   --duration, --warmup, --repeats: of the validation cells (the fit's: 3 runs of 3 s after 1 s).
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
 #             profile loaded by dn-sim, its stages checked on /prom, and 2 cells of 1 s on both
 #             (echo sleep 1 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
@@ -49,7 +50,7 @@ cd "$root"
 . scripts/lib/real-datanode.sh
 
 duration=4s warmup=1s repeats=3 jvm_warmup=10s version=2.2.0 quick=0 out="" profile=""
-cal_duration=5s cal_warmup=2s
+cal_duration=3s cal_warmup=1s cal_rounds=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --duration) duration="${2:?$1 needs a value}"; shift 2 ;;
@@ -64,7 +65,7 @@ while [ $# -gt 0 ]; do
 done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "exp-twin.sh: --repeats: '$repeats' is not a count of 1 or more" >&2; exit 2; }
 if [ "$quick" = 1 ]; then
-    cal_duration=500ms cal_warmup=200ms duration=1s warmup=300ms jvm_warmup=0s repeats=1
+    cal_duration=500ms cal_warmup=200ms cal_rounds=1 duration=1s warmup=300ms jvm_warmup=0s repeats=1
     out="${out:-target/exp-twin-quick}"
 fi
 out="${out:-results}"
@@ -160,7 +161,7 @@ baseline=(--baseline "$base_addr" --baseline-pool 10)
 for p in $fit_pools; do
     start_real "$p"
     "$loadgen" calibrate --target "$dn_addr" --pool "$p" ${baseline[@]+"${baseline[@]}"} --duration "$cal_duration" \
-        --warmup "$cal_warmup" --cells-out "$out/exp-twin-fit-pool$p.json" >/dev/null 2>"$work/cal.err" ||
+        --warmup "$cal_warmup" --rounds "$cal_rounds" --cells-out "$out/exp-twin-fit-pool$p.json" >/dev/null 2>"$work/cal.err" ||
         { cat "$work/cal.err" >&2; exit 1; }
     grep 'loadgen calibrate:' "$work/cal.err" >&2 || true
     with+=(--with "$out/exp-twin-fit-pool$p.json")

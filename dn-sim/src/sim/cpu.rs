@@ -16,23 +16,39 @@
 //!   throughput under load but no latency alone. The debt waiting to be burnt is bounded
 //!   ([`MAX_DEBT`]); what would exceed it is counted as dropped, not burnt.
 //!
+//! **Capacity** (`[cpu.capacity] cores`): how many cores' worth of the machine the burns of both
+//! parts may take together, as a lock-free single-server queue on a virtual timeline
+//! ([`VirtualQueue`]) that charges each request its burn ÷ `cores`. A request whose turn on that
+//! timeline begins more than [`CAPACITY_SLACK`] from now waits for it before its handler's
+//! burn, holding its handler as a thread waiting for a core does; a request alone never waits.
+//! Why: `loadgen calibrate` prices the CPU at the load the baseline kept the machine busy
+//! (1.6–1.7 of 2 cores here), the load at which the real DataNode turned its CPU into
+//! throughput; dn-sim's own burns would fill both cores and serve a 1 MiB echo 20 % faster than
+//! the DataNode did.
+//!
 //! The handler's burn runs on a runtime thread in slices of [`SLICE`] of thread CPU time with a
 //! yield between, so a long burn (a 10 MiB response) does not keep the connections' tasks on the
 //! same thread from running, much as the OS time-slices a DataNode's threads. Time is measured
 //! with the thread's CPU clock, so a burn on a busy machine takes longer by the wall clock, as
 //! the DataNode's work would.
 
+use crate::datanode::timer::sleep_until;
 use crate::sim::profile::CpuCost;
+use crate::sim::virtual_time::VirtualQueue;
 use metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::PrometheusRecorder;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
 
 /// A handler's burn yields to other tasks after each slice of this much CPU.
 pub const SLICE: Duration = Duration::from_micros(250);
+
+/// How far ahead of now a request's turn on the capacity's timeline may be and still pass
+/// without waiting (a wait is a timer wake-up; the capacity's rate is kept by the reservation).
+pub const CAPACITY_SLACK: Duration = Duration::from_micros(200);
 
 /// The background debt is bounded at this much CPU time a background thread.
 pub const MAX_DEBT: Duration = Duration::from_secs(1);
@@ -84,6 +100,42 @@ pub struct CpuStage {
     background: CpuCost,
     shared: Arc<Shared>,
     burnt_handler: Histogram,
+    capacity: Option<Capacity>,
+}
+
+/// The cores' worth of the machine the burns may take together (`[cpu.capacity]`).
+struct Capacity {
+    epoch: Instant,
+    queue: VirtualQueue,
+    /// 1 / cores: the timeline's ns per ns of CPU burnt.
+    per_cpu_ns: f64,
+    wait: Histogram,
+}
+
+impl Capacity {
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Reserves the timeline for `cpu_ns` of burn arriving now; returns when its turn begins
+    /// (ns since the epoch).
+    fn reserve(&self, cpu_ns: u64) -> u64 {
+        let cost = (cpu_ns as f64 * self.per_cpu_ns) as u64;
+        self.queue.reserve(self.now(), cost)
+    }
+
+    /// Waits until the turn that begins at `start`, less the slack, when that is still ahead.
+    async fn wait(&self, start: u64) {
+        let now = self.now();
+        let slack = CAPACITY_SLACK.as_nanos() as u64;
+        if start > now.saturating_add(slack) {
+            self.wait
+                .record(Duration::from_nanos(start - now).as_secs_f64());
+            sleep_until(self.epoch + Duration::from_nanos(start - slack)).await;
+        } else {
+            self.wait.record(0.0);
+        }
+    }
 }
 
 impl CpuStage {
@@ -94,6 +146,7 @@ impl CpuStage {
         handler: CpuCost,
         background: CpuCost,
         threads: usize,
+        capacity_cores: Option<f64>,
         recorder: &PrometheusRecorder,
     ) -> Self {
         recorder.describe_histogram(
@@ -136,11 +189,30 @@ impl CpuStage {
             debt_gauge: recorder
                 .register_gauge(&Key::from_name("dn_sim_cpu_background_debt_seconds"), &META),
         });
+        let capacity = capacity_cores.filter(|c| c.is_finite() && *c > 0.0).map(|cores| {
+            recorder.describe_histogram(
+                KeyName::from_const_str("dn_sim_cpu_capacity_wait_seconds"),
+                Some(Unit::Seconds),
+                SharedString::const_str(
+                    "How long a request waited after its handler's burn for the CPU stage's capacity ([cpu.capacity] cores)",
+                ),
+            );
+            Capacity {
+                epoch: Instant::now(),
+                queue: VirtualQueue::default(),
+                per_cpu_ns: 1.0 / cores,
+                wait: recorder.register_histogram(
+                    &Key::from_name("dn_sim_cpu_capacity_wait_seconds"),
+                    &META,
+                ),
+            }
+        });
         let stage = Self {
             handler,
             background,
             burnt_handler: burnt("handler"),
             shared,
+            capacity,
         };
         if !background.is_zero() {
             for i in 0..threads {
@@ -159,7 +231,11 @@ impl CpuStage {
     /// Burns the handler's CPU for a request of `request_bytes` answered with
     /// `response_bytes`, in slices with a yield between; then owes the background its part.
     pub async fn serve(&self, request_bytes: usize, response_bytes: usize) {
+        let owed = self.background.nanos(request_bytes, response_bytes);
         let mut left = self.handler.nanos(request_bytes, response_bytes);
+        if let Some(c) = &self.capacity {
+            c.wait(c.reserve(left.saturating_add(owed))).await;
+        }
         let slice = SLICE.as_nanos() as u64;
         let mut burnt = 0;
         while left > 0 {
@@ -173,7 +249,7 @@ impl CpuStage {
         if burnt > 0 {
             self.burnt_handler.record(burnt as f64 / 1e9);
         }
-        self.owe(self.background.nanos(request_bytes, response_bytes));
+        self.owe(owed);
     }
 
     /// Adds `ns` to the background debt, up to its bound.
@@ -245,7 +321,7 @@ mod tests {
     fn the_handler_spends_its_cpu_before_it_answers() {
         let r = PrometheusBuilder::new().build_recorder();
         // 1 ms a message and 1 ns a response byte: 3 ms for a 2,000,000-byte answer.
-        let stage = CpuStage::new(cost(1000.0, 1.0), CpuCost::default(), 2, &r);
+        let stage = CpuStage::new(cost(1000.0, 1.0), CpuCost::default(), 2, None, &r);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -269,9 +345,46 @@ mod tests {
     }
 
     #[test]
+    fn the_capacity_spaces_burns_by_their_share_of_its_cores_and_one_alone_never_waits() {
+        let r = PrometheusBuilder::new().build_recorder();
+        // 1 ms on the handler and 1 ms owed to the background, at most half a core together:
+        // each request takes 4 ms of the capacity's timeline.
+        let stage = CpuStage::new(cost(1000.0, 0.0), cost(1000.0, 0.0), 1, Some(0.5), &r);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        rt.block_on(stage.serve(0, 0));
+        let text = r.handle().render();
+        // Alone: its turn begins at once.
+        assert_eq!(
+            value(&text, "dn_sim_cpu_capacity_wait_seconds_sum"),
+            0.0,
+            "{text}"
+        );
+        for _ in 0..4 {
+            rt.block_on(stage.serve(0, 0));
+        }
+        // Turns of 4 ms back to back: the fifth begins 16 ms after the first, and burns 1 ms.
+        let least = Duration::from_millis(17) - CAPACITY_SLACK;
+        assert!(start.elapsed() >= least, "{:?}", start.elapsed());
+        let text = r.handle().render();
+        assert_eq!(value(&text, "dn_sim_cpu_capacity_wait_seconds_count"), 5.0);
+        assert!(
+            value(&text, "dn_sim_cpu_capacity_wait_seconds_sum") > 0.0,
+            "{text}"
+        );
+        // With the machine's cores (none given), no wait is recorded at all.
+        let r = PrometheusBuilder::new().build_recorder();
+        let free = CpuStage::new(cost(1000.0, 0.0), cost(1000.0, 0.0), 1, None, &r);
+        rt.block_on(free.serve(0, 0));
+        assert!(!r.handle().render().contains("capacity_wait"));
+    }
+
+    #[test]
     fn the_background_spends_what_is_owed_and_drops_beyond_its_bound() {
         let r = PrometheusBuilder::new().build_recorder();
-        let stage = CpuStage::new(CpuCost::default(), cost(2000.0, 0.0), 1, &r);
+        let stage = CpuStage::new(CpuCost::default(), cost(2000.0, 0.0), 1, None, &r);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -297,7 +410,7 @@ mod tests {
         }
         assert!(spent(&r) < 0.05);
         // Owing more than the bound (1 s a thread) drops the excess.
-        let big = CpuStage::new(CpuCost::default(), cost(600_000.0, 0.0), 1, &r);
+        let big = CpuStage::new(CpuCost::default(), cost(600_000.0, 0.0), 1, None, &r);
         big.owe(600_000_000);
         big.owe(600_000_000);
         big.owe(600_000_000);

@@ -4,7 +4,8 @@
 //! to [`crate::datanode`]. [`live_settings`] holds what may change while serving (`PUT /config`);
 //! [`cmd_selector`] is the `TYPE=` part of `--delay` and `--fault`; [`rng`] the seeded per-stream
 //! generators; [`metrics`] the simulator's own series (`dn_sim_*`) beside the DataNode's;
-//! [`stages`] the DataNode's event loops and handler costs as a [`profile`] gives them.
+//! [`stages`] the DataNode's event loops and handler costs as a [`profile`] gives them, [`cpu`]
+//! the CPU it spends, both on [`virtual_time`] queues.
 //!
 //! Nothing here uses [`crate::net`]: the simulation is the same behind every front end.
 
@@ -22,3 +23,4 @@ pub mod raft;
 pub mod rng;
 pub mod service_limits;
 pub mod stages;
+pub mod virtual_time;

@@ -37,6 +37,8 @@
 //! [cpu.background]            # ... and afterwards off the request's path (GC, flushes)
 //! per_message_us = 12.0
 //! per_response_byte_ns = 2.0
+//! [cpu.capacity]              # the cores' worth the burns may take together (none: all)
+//! cores = 1.6
 //!
 //! [latency]                   # the least time from a request's arrival to its answer
 //! floor_us = 40.0
@@ -87,6 +89,9 @@ pub struct Profile {
     /// CPU really spent (`sim::cpu`): on the handler before it answers, and in the background.
     pub cpu_handler: CpuCost,
     pub cpu_background: CpuCost,
+    /// `[cpu.capacity] cores`: how many cores' worth the CPU stage's burns may take together
+    /// (none: as many as the machine gives them).
+    pub cpu_capacity_cores: Option<f64>,
     /// The least time from a request's arrival to its answer (thread hand-offs that cost no
     /// CPU); zero: none.
     pub latency_floor: Duration,
@@ -276,6 +281,14 @@ struct CpuPair {
     handler: CpuCost,
     #[serde(default)]
     background: CpuCost,
+    #[serde(default)]
+    capacity: Option<CpuCapacity>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CpuCapacity {
+    cores: f64,
 }
 
 #[derive(Deserialize)]
@@ -331,6 +344,22 @@ impl Profile {
         file.handler.response.check("handler.response")?;
         file.cpu.handler.check("cpu.handler")?;
         file.cpu.background.check("cpu.background")?;
+        let cpu_capacity_cores = match &file.cpu.capacity {
+            Some(c)
+                if c.cores.is_finite()
+                    && c.cores > 0.0
+                    && c.cores <= f64::from(file.machine.cores) =>
+            {
+                Some(c.cores)
+            }
+            Some(c) => {
+                return Err(format!(
+                    "cpu.capacity.cores must be above 0 and at most machine.cores ({}), not {}",
+                    file.machine.cores, c.cores
+                ));
+            }
+            None => None,
+        };
         let latency_floor = micros(file.latency.floor_us, "latency.floor_us")?;
         let handler_sleep_late = micros(file.handler.sleep.late_us, "handler.sleep.late_us")?;
         for r in &file.fit.residuals {
@@ -353,6 +382,7 @@ impl Profile {
             handler_sleep_late,
             cpu_handler: file.cpu.handler,
             cpu_background: file.cpu.background,
+            cpu_capacity_cores,
             latency_floor,
             fit: file.fit,
         })
@@ -404,6 +434,7 @@ mod tests {
         assert_eq!(p.fit.residuals.len(), 1);
         assert_eq!(p.cpu_handler.nanos(1000, 2000), 8_000 + 500 + 2_000);
         assert_eq!(p.cpu_background.nanos(1000, 0), 12_000);
+        assert_eq!(p.cpu_capacity_cores, Some(1.6));
         assert_eq!(p.latency_floor, Duration::from_micros(40));
         assert_eq!(p.handler_sleep_late, Duration::from_micros(100));
         assert!(!p.is_free());
@@ -471,6 +502,14 @@ mod tests {
             (
                 &format!("{MINIMAL}[cpu]\ncores = 2\n"),
                 "unknown field `cores`",
+            ),
+            (
+                &format!("{MINIMAL}[cpu.capacity]\ncores = 0.0\n"),
+                "cpu.capacity.cores must be above 0 and at most machine.cores (2), not 0",
+            ),
+            (
+                &format!("{MINIMAL}[cpu.capacity]\ncores = 2.5\n"),
+                "cpu.capacity.cores must be above 0 and at most machine.cores (2), not 2.5",
             ),
             (
                 &format!("{MINIMAL}[cpu.background]\nper_response_byte_ns = -2.0\n"),

@@ -45,12 +45,13 @@ use crate::datanode::timer::sleep_until;
 use crate::datanode::version::OzoneVersion;
 use crate::sim::cpu::CpuStage;
 use crate::sim::profile::{MessageCost, Profile};
+use crate::sim::virtual_time::VirtualQueue;
 use arc_swap::ArcSwap;
 use metrics::{Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::PrometheusRecorder;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 const META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
@@ -65,31 +66,6 @@ pub fn event_loop_count(release: OzoneVersion, pool_size: usize, cores: usize) -
             0 => cores.saturating_mul(2).max(1),
             n => n,
         },
-    }
-}
-
-/// A single-server FIFO queue on a virtual timeline (ns since the stages' epoch).
-#[derive(Default)]
-struct VirtualQueue {
-    free_at: AtomicU64,
-}
-
-impl VirtualQueue {
-    /// Takes `cost` ns of the server for work arriving at `arrived`; returns when it starts.
-    fn reserve(&self, arrived: u64, cost: u64) -> u64 {
-        let mut free_at = self.free_at.load(Relaxed);
-        loop {
-            let start = free_at.max(arrived);
-            match self.free_at.compare_exchange_weak(
-                free_at,
-                start.saturating_add(cost),
-                Relaxed,
-                Relaxed,
-            ) {
-                Ok(_) => return start,
-                Err(now) => free_at = now,
-            }
-        }
     }
 }
 
@@ -538,8 +514,15 @@ impl Stages {
                 )
             }),
             // One background thread a modelled core, as many as the JVM's parallel collector.
-            cpu: cpu_cost
-                .then(|| CpuStage::new(p.cpu_handler, p.cpu_background, p.cores, recorder)),
+            cpu: cpu_cost.then(|| {
+                CpuStage::new(
+                    p.cpu_handler,
+                    p.cpu_background,
+                    p.cores,
+                    p.cpu_capacity_cores,
+                    recorder,
+                )
+            }),
             latency_floor: (!p.latency_floor.is_zero())
                 .then(|| LatencyFloor::new(p.latency_floor, recorder)),
         }
@@ -629,7 +612,7 @@ mod tests {
         assert_eq!(q.reserve(100, 10), 100); // idle: starts on arrival
         assert_eq!(q.reserve(105, 10), 110); // waits for the first
         assert_eq!(q.reserve(500, 10), 500); // idle again: no credit for idle time
-        assert_eq!(q.free_at.load(Relaxed), 510);
+        assert_eq!(q.free_at(), 510);
         // Concurrent reservations never share the server: total busy time adds up exactly.
         let q = std::sync::Arc::new(VirtualQueue::default());
         let threads: Vec<_> = (0..4)
@@ -682,7 +665,7 @@ mod tests {
             .collect();
         let took = started.elapsed();
         assert_eq!(ready[..3], [true; 3]);
-        let reserved = loops.loops.load()[0].free_at.load(Relaxed);
+        let reserved = loops.loops.load()[0].free_at();
         let first = u64::try_from((started - loops.epoch).as_nanos()).unwrap();
         assert!(reserved >= first + 250_000, "reserved up to {reserved} ns");
         // Unless this machine stalled the test for longer than a message's cost.
@@ -696,7 +679,7 @@ mod tests {
         let mut pass = std::pin::pin!(loops.pass(0, Direction::Request, 4 << 20));
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         assert!(pass.as_mut().poll(&mut cx).is_ready());
-        assert_eq!(loops.loops.load()[0].free_at.load(Relaxed), 0);
+        assert_eq!(loops.loops.load()[0].free_at(), 0);
         // No profile, or a profile of zero costs: no stage at all, and no series.
         let r = recorder();
         let free = Profile::parse(

@@ -44,7 +44,10 @@
 //! (`[cpu.*]`), so the model adds `X ≤ cores / (machine CPU per call)` to the bounds above. The
 //! part on the handler is what the latency at one request in flight shows beyond the baseline's
 //! (up to the whole; per byte, step 1's slopes); the rest is background, off the request's path.
-//! Step 1's per-byte waits keep only what the handler's CPU does not already explain.
+//! Step 1's per-byte waits keep only what the handler's CPU does not already explain. The price
+//! holds at the baseline's load `u`, so dn-sim's burns may take no more than `u` cores together
+//! (`[cpu.capacity] cores`, `u` averaged over the priced pairs): unbounded, they would fill the
+//! cores the baseline left idle and serve the loaded 1 MiB echoes faster than the target did.
 //!
 //! **The latency floor** (`[latency] floor_us`): the 0 B echo's latency at one request in
 //! flight beyond the baseline's. dn-sim answers no request sooner than that after its arrival,
@@ -148,6 +151,9 @@ pub struct Fitted {
     /// handler and in the background: `[cpu.handler]`, `[cpu.background]`.
     pub cpu_handler: [f64; 3],
     pub cpu_background: [f64; 3],
+    /// `[cpu.capacity] cores`: the busy cores at which the CPU stage was priced (none without
+    /// a CPU stage).
+    pub cpu_capacity_cores: Option<f64>,
     /// `[handler.sleep] late_us`: how much longer than asked an echo's sleep holds the
     /// target's handler, beyond what dn-sim's own does (0 without sleep cells on both).
     pub sleep_late_us: f64,
@@ -198,6 +204,9 @@ struct Cpu {
     /// Per cell shape (kind, bytes, clients, threads) the baseline ran: its busy cores and
     /// calls/s.
     base: Vec<(Shape, (f64, f64))>,
+    /// The baseline's busy cores, averaged over the pairs the stage was priced on: the load at
+    /// which the price holds, dn-sim's `[cpu.capacity] cores`.
+    capacity: f64,
 }
 
 /// What makes two cells comparable: kind, request and response bytes, connections, workers.
@@ -256,6 +265,7 @@ const SATURATED: f64 = 0.8;
 fn cpu_stage(target: &[&Cell], base: &[&Cell]) -> Option<Cpu> {
     let mut cpu = Cpu::default();
     let mut pairs: Vec<(&Cell, f64)> = Vec::new(); // target cell, its CPU µs beyond the baseline
+    let mut priced_at = Vec::new(); // each pair's baseline busy cores
     let busy = |c: &Cell, ms: f64| ms * c.calls_per_s / 1e3;
     for b in base.iter().filter(|c| c.in_flight() > 1) {
         let Some(b_ms) = b.machine_cpu_ms_per_call else {
@@ -270,9 +280,11 @@ fn cpu_stage(target: &[&Cell], base: &[&Cell]) -> Option<Cpu> {
             if busy(t, t_ms) >= SATURATED * b_busy {
                 let us = b_busy * (1.0 / t.calls_per_s - 1.0 / b.calls_per_s) * 1e6;
                 pairs.push((t, us));
+                priced_at.push(b_busy);
             }
         }
     }
+    cpu.capacity = mean(priced_at.into_iter())?;
     let msg = mean(
         pairs
             .iter()
@@ -544,8 +556,12 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     let (cpu_handler, cpu_background) = cpu
         .as_ref()
         .map_or(([0.0; 3], [0.0; 3]), |c| (c.handler, c.background()));
+    let cpu_capacity_cores = cpu
+        .as_ref()
+        .map(|c| c.capacity.clamp(0.01, f64::from(cores.max(1))));
     Ok(Fitted {
         cores,
+        cpu_capacity_cores,
         loop_us,
         handler_us,
         req_ns_per_byte,
@@ -600,6 +616,9 @@ impl Fitted {
         };
         t += &cpu("cpu.handler", self.cpu_handler);
         t += &cpu("cpu.background", self.cpu_background);
+        if let Some(cores) = self.cpu_capacity_cores {
+            t += &format!("[cpu.capacity]\ncores = {cores:.3}\n\n");
+        }
         t += &format!("[latency]\nfloor_us = {:.3}\n\n", self.latency_floor_us);
         t += &format!(
             "[fit]\nsource = {}\nmeasured_at = {}\n",
@@ -621,7 +640,8 @@ impl Fitted {
             "fitted: event loop {:.1} µs/message pair, handler {:.1} µs/command, \
              request {:.4} ns/B, response {:.4} ns/B (handler share {:.2}), {} cores; \
              CPU on the handler {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B; \
-             CPU in the background {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B; \
+             CPU in the background {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B, \
+             at most {} cores together; \
              latency floor {:.1} µs; an echo's sleep wakes {:.1} µs late\n\n\
              | cell | unit | measured | model | model ÷ measured |\n|---|---|---:|---:|---:|\n",
             self.loop_us,
@@ -636,6 +656,8 @@ impl Fitted {
             self.cpu_background[0],
             self.cpu_background[1],
             self.cpu_background[2],
+            self.cpu_capacity_cores
+                .map_or("all".to_string(), |c| format!("{c:.2}")),
             self.latency_floor_us,
             self.sleep_late_us,
         );
@@ -792,12 +814,15 @@ mod tests {
             toml.contains("[cpu.background]\nper_message_us = 20.000"),
             "{toml}"
         );
+        // Priced where the baseline kept both cores busy: the burns may take both.
+        assert!(toml.contains("[cpu.capacity]\ncores = 2.000\n"), "{toml}");
         // Without the machine's CPU (a remote target) there is no CPU stage.
         for c in &mut cells {
             c.machine_cpu_ms_per_call = None;
         }
         let f = fit(&cells, 2).unwrap();
         assert_eq!((f.cpu_handler, f.cpu_background), ([0.0; 3], [0.0; 3]));
+        assert_eq!(f.cpu_capacity_cores, None);
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub baseline_pool: u32,
 
+    /// Runs of each cell: the cell is the run with the median calls/s (a shared machine's
+    /// DataNode varies by 10-30 % between runs of one cell).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub rounds: u32,
+
     /// Cells measured earlier (a --cells-out file), e.g. at other pools of a restarted
     /// DataNode; fitted with this run's (repeatable).
     #[arg(long = "with", value_name = "FILE")]
