@@ -183,7 +183,9 @@ p = tomllib.load(open(sys.argv[1], "rb"))
 costs = lambda t: any(v for part in t.values() for v in part.values())
 if costs(p.get("event_loops", {})): print("dn_sim_event_loops dn_sim_event_loop_connections dn_sim_event_loop_service_seconds_count")
 if costs(p.get("handler", {})): print("dn_sim_handler_service_seconds_count")
-if costs(p.get("cpu", {})): print("dn_sim_cpu_burn_seconds_count dn_sim_cpu_background_debt_seconds")
+cpu = {k: v for k, v in p.get("cpu", {}).items() if k in ("handler", "background")}
+if costs(cpu): print("dn_sim_cpu_burn_seconds_count dn_sim_cpu_background_debt_seconds")
+if costs(cpu) and "capacity" in p.get("cpu", {}): print("dn_sim_cpu_capacity_wait_seconds_count")
 if p.get("latency", {}).get("floor_us"): print("dn_sim_latency_floor_wait_seconds_count")
 PY
 )"
