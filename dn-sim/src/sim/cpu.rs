@@ -194,7 +194,7 @@ impl CpuStage {
                 KeyName::from_const_str("dn_sim_cpu_capacity_wait_seconds"),
                 Some(Unit::Seconds),
                 SharedString::const_str(
-                    "How long a request waited after its handler's burn for the CPU stage's capacity ([cpu.capacity] cores)",
+                    "How long a request waited for its turn of the CPU stage's capacity ([cpu.capacity] cores) before its burn",
                 ),
             );
             Capacity {
@@ -229,7 +229,8 @@ impl CpuStage {
     }
 
     /// Burns the handler's CPU for a request of `request_bytes` answered with
-    /// `response_bytes`, in slices with a yield between; then owes the background its part.
+    /// `response_bytes`, in slices with a yield between, after its turn of the capacity (when
+    /// there is one); then owes the background its part.
     pub async fn serve(&self, request_bytes: usize, response_bytes: usize) {
         let owed = self.background.nanos(request_bytes, response_bytes);
         let mut left = self.handler.nanos(request_bytes, response_bytes);
