@@ -27,9 +27,10 @@
 # the real DataNode's HTTP/2 windows and frame size.
 # Writes OUT/exp-twin.csv (every run of every cell), OUT/exp-twin.md (per cell the medians of
 # calls/s or MB/s, p50 and p99 on each, real / dn-sim, the real DataNode's spread between rounds,
-# and whether the cell meets the goals: calls/s and MB/s within 10 % and 15 %, p50 15 %, p99
-# 25 %; a missed cell says by how much, and whether the real DataNode itself varied more than the
-# goal), OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
+# the share of each cell its JVM spent in GC pauses (its /prom), and whether the cell meets the
+# goals: calls/s and MB/s within 10 % and 15 %, p50 15 %, p99 25 %; a missed cell says by how
+# much, whether the real DataNode itself varied more than the goal, and its GC share from 2 %),
+# OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
 # the +/-10 % band), and the profile to PROFILE. Takes about 30 minutes.
 #
 # Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 3] [--out DIR]
@@ -38,7 +39,8 @@
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
 #             profile loaded by dn-sim, its stages checked on /prom, and 2 cells of 1 s on both
 #             (echo sleep 1 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
-#             pool): checks the pipeline, predicts nothing; into target/exp-twin-quick.
+#             pool; the real DataNode's GC time read from its /prom): checks the pipeline,
+#             predicts nothing; into target/exp-twin-quick.
 # Defaults: --out results, --profile deploy/profiles/measured-2cores-ozone-2.2.0.toml
 # Environment: LOADGEN, DN_SIM: built binaries to use (default: release builds).
 # Exit: 0 done (goals met or not: the table says), 2 bad flag, 3 no Maven Central for the
@@ -59,7 +61,7 @@ while [ $# -gt 0 ]; do
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -85,7 +87,7 @@ stop_pid() { [ -n "$1" ] || return 0; kill -TERM "$1" 2>/dev/null || true; wait 
 stop_sim() { stop_pid "$sim_pid"; sim_pid=""; }
 trap 'real_dn_stop; stop_sim; stop_pid "$base_pid"; rm -rf "$work"' EXIT
 csv="$work/cells.csv"
-echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures,round" >"$csv"
+echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures,round,gc_ms,wall_s" >"$csv"
 round=1
 per_volume=hdds.datanode.read.chunk.threads.per.volume
 # Echoes address container 1. Each validation write cell (on both DataNodes) gets a container of
@@ -124,15 +126,24 @@ cell() {
     fi
     echo "  $target pool $pool: loadgen ${args[*]:0:1} bytes=$bytes ${clients}x$threads sleep=$sleep_ms" >&2
     rm -f "$work/cell.json"
+    # The real DataNode's JVM: its GC pauses during the cell (warm-up included), from its /prom.
+    local gc0="" gc1="" t0 t1
+    if [ "$target" = real ]; then gc0="$(real_dn_gc_ms)"; fi
+    t0=$(date +%s%N)
     # A cell with failed requests still has its report (the failures are in the table).
     "$loadgen" "${args[@]}" </dev/null >/dev/null 2>"$work/cell.err" || [ -s "$work/cell.json" ] ||
         { cat "$work/cell.err" >&2; return 1; }
-    python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" "$round" >>"$csv" <<'PY'
+    t1=$(date +%s%N)
+    if [ "$target" = real ]; then gc1="$(real_dn_gc_ms)"; fi
+    python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" "$round" \
+        "$gc0" "$gc1" "$t0" "$t1" >>"$csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 if r["totals"]["failures"]:
     print(f"    {r['totals']['failures']} failure(s): {json.dumps(r.get('errors'))[:300]}", file=sys.stderr)
-group, pool, sleep_ms, kind, nbytes, clients, threads, target, rnd = sys.argv[2:11]
+group, pool, sleep_ms, kind, nbytes, clients, threads, target, rnd, gc0, gc1, t0, t1 = sys.argv[2:15]
+gc_ms = f"{float(gc1) - float(gc0):.0f}" if gc0 and gc1 else ""
+wall_s = (int(t1) - int(t0)) / 1e9
 def size(b):
     b = int(b)
     return "0B" if b == 0 else (f"{b >> 20}MiB" if b % (1 << 20) == 0 else f"{b >> 10}KiB")
@@ -146,7 +157,7 @@ else:
     value, unit = r["write"]["mb_per_s"], "MB/s"
     name = f"write pool={pool} chunk={size(nbytes)} {clients}x{threads}"
 print(f"{group},{name},{pool},{sleep_ms},{kind},{nbytes},{clients},{threads},{target},{value:.2f},{unit},"
-      f"{pct.get(50.0, float('nan')):.3f},{pct.get(99.0, float('nan')):.3f},{r['totals']['failures']},{rnd}")
+      f"{pct.get(50.0, float('nan')):.3f},{pct.get(99.0, float('nan')):.3f},{r['totals']['failures']},{rnd},{gc_ms},{wall_s:.2f}")
 PY
 }
 
@@ -262,9 +273,11 @@ lines = [f"Real Ozone {version} DataNode vs dn-sim --profile {profile}, same mac
          f"{rounds} round(s); the medians of the rounds"
          f"{' (QUICK: one pool, not a validation)' if quick == '1' else ''}.",
          "Goals: calls/s within ±10 % (MB/s ±15 % for writes), p50 ±15 %, p99 ±25 %. ratio = real ÷ dn-sim. "
-         "real spread = the real DataNode's highest round ÷ its lowest.", "",
-         "| cell | unit | real | real spread | dn-sim | ratio | real p50 (ms) | dn-sim p50 (ms) | p50 ratio | real p99 (ms) | dn-sim p99 (ms) | p99 ratio | goals |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+         "real spread = the real DataNode's highest round ÷ its lowest. "
+         "real GC = the share of the cell's time (warm-up included) the real DataNode's JVM spent in GC pauses "
+         "(jvm_metrics_gc_time_millis on its /prom, the median of the rounds); dn-sim has no GC.", "",
+         "| cell | unit | real | real spread | real GC | dn-sim | ratio | real p50 (ms) | dn-sim p50 (ms) | p50 ratio | real p99 (ms) | dn-sim p99 (ms) | p99 ratio | goals |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 points, met, total, noisy = [], 0, 0, 0
 for name, t in cells.items():
     real, sim = t.get("real"), t.get("dn-sim")
@@ -273,6 +286,8 @@ for name, t in cells.items():
     unit = real[0]["unit"]
     rv, sv = median(real, "value"), median(sim, "value")
     r50, s50, r99, s99 = median(real, "p50_ms"), median(sim, "p50_ms"), median(real, "p99_ms"), median(sim, "p99_ms")
+    shares = sorted(f(r["gc_ms"]) / (1e3 * f(r["wall_s"])) for r in real if r["gc_ms"] and f(r["wall_s"]) > 0)
+    gc = statistics.median(shares) if shares else float("nan")
     vals = [f(r["value"]) for r in real]
     spread = max(vals) / min(vals) if min(vals) > 0 else float("nan")
     ratio = rv / sv if sv else float("nan")
@@ -287,9 +302,12 @@ for name, t in cells.items():
     if misses and len(real) > 1 and spread - 1 > tol:
         verdict += f"; the real DataNode's own rounds differ by {100 * (spread - 1):.0f} %"
         noisy += 1
+    if misses and gc >= 0.02:
+        verdict += f"; the real DataNode's JVM was in GC pauses {100 * gc:.0f} % of the time"
     total += 1
     met += not misses
-    lines.append(f"| {name} | {unit} | {rv:.1f} | {spread:.2f} | {sv:.1f} | {ratio:.2f} | {r50:.3f} | {s50:.3f} | {p50:.2f} | "
+    gc_text = "–" if math.isnan(gc) else f"{100 * gc:.1f} %"
+    lines.append(f"| {name} | {unit} | {rv:.1f} | {spread:.2f} | {gc_text} | {sv:.1f} | {ratio:.2f} | {r50:.3f} | {s50:.3f} | {p50:.2f} | "
                  f"{r99:.3f} | {s99:.3f} | {p99:.2f} | {verdict} |")
     points.append((name, rv, sv))
 failures = sum(int(f(r["failures"])) for r in rows)
@@ -298,6 +316,9 @@ lines += ["", f"cells meeting every goal: {met} of {total}; missed cells where t
 text = "\n".join(lines)
 print(text)
 open(md, "w").write(text + "\n")
+unmeasured = [r["cell"] for r in rows if r["target"] == "real" and not r["gc_ms"]]
+if unmeasured:
+    sys.exit(f"exp-twin.sh: no GC time from the real DataNode's /prom for {', '.join(sorted(set(unmeasured)))}")
 # The chart: dn-sim's prediction (y) against the real measurement (x), log-log, the ±10 % band.
 W, H, L, B, T, R = 760, 600, 80, 60, 40, 30
 vals = [v for _, a, b in points for v in (a, b) if v > 0]

@@ -5,7 +5,11 @@
 #       starts scripts/real-datanode.sh in the background with its files in DIR (out, log,
 #       conf.xml: the cluster's configuration for freon's -conf), waits for its `datanode` line;
 #       sets dn_pid, dn_addr, dn_ratis (its Ratis client port) and dn_pipeline (the RATIS/ONE
-#       pipeline of its containers: the Raft group). Returns 1 (with the log's tail on stderr) if it does not start.
+#       pipeline of its containers: the Raft group) and dn_http (the HTTP address whose /prom
+#       shows its metrics). Returns 1 (with the log's tail on stderr) if it does not start.
+#   real_dn_gc_ms
+#       prints the milliseconds its JVM has spent in GC pauses so far (jvm_metrics_gc_time_millis
+#       on its /prom, the DataNode's series), or nothing when /prom does not answer.
 #   real_dn_stop
 #       closes its stdin and sends SIGTERM to the PID it started, waits for it.
 #   freon_cmd VERSION CONF -- ARGS...
@@ -28,6 +32,7 @@ real_dn_start() {
             dn_addr="$(awk '/^datanode /{print $2}' "$dir/out")"
             dn_ratis="$(awk '/^ratis /{print $2}' "$dir/out")"
             dn_pipeline="$(awk '/^pipeline /{print $2}' "$dir/out")"
+            dn_http="$(sed -n 's/^real-datanode: .*(http \([^)]*\)).*/\1/p' "$dir/log" | head -1)"
             return 0
         fi
         if ! kill -0 "$dn_pid" 2>/dev/null; then
@@ -40,12 +45,18 @@ real_dn_start() {
     return 1
 }
 
+real_dn_gc_ms() {
+    [ -n "${dn_http:-}" ] || return 0
+    curl -sf --max-time 5 "http://$dn_http/prom" 2>/dev/null |
+        awk '/^jvm_metrics_gc_time_millis\{.*processname="HddsDatanode"/ { print $2; exit }' || true
+}
+
 real_dn_stop() {
     [ -n "${dn_pid:-}" ] || return 0
     exec 9>&-
     kill -TERM "$dn_pid" 2>/dev/null || true
     wait "$dn_pid" 2>/dev/null || true
-    dn_pid=""
+    dn_pid="" dn_http=""
 }
 
 freon_cmd() {
