@@ -286,7 +286,7 @@ for name, t in cells.items():
     unit = real[0]["unit"]
     rv, sv = median(real, "value"), median(sim, "value")
     r50, s50, r99, s99 = median(real, "p50_ms"), median(sim, "p50_ms"), median(real, "p99_ms"), median(sim, "p99_ms")
-    shares = sorted(f(r["gc_ms"]) / (1e3 * f(r["wall_s"])) for r in real if r["gc_ms"] and f(r["wall_s"]) > 0)
+    shares = [f(r["gc_ms"]) / (1e3 * f(r["wall_s"])) for r in real if r["gc_ms"] and f(r["wall_s"]) > 0]
     gc = statistics.median(shares) if shares else float("nan")
     vals = [f(r["value"]) for r in real]
     spread = max(vals) / min(vals) if min(vals) > 0 else float("nan")

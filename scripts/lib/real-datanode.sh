@@ -21,7 +21,14 @@ real_dn_start() {
     shift 2
     rm -f "$dir/dn-stdin" "$dir/out"
     mkfifo "$dir/dn-stdin"
-    "$root/scripts/real-datanode.sh" --ozone-version "$version" --conf-out "$dir/conf.xml" "$@" \
+    # Its info file (the HTTP address among it): the caller's --info when it gives one (the last
+    # one counts), else DIR/info.
+    local info="$dir/info" arg prev=""
+    for arg in "$@"; do
+        [ "$prev" = --info ] && info="$arg"
+        prev="$arg"
+    done
+    "$root/scripts/real-datanode.sh" --ozone-version "$version" --conf-out "$dir/conf.xml" --info "$dir/info" "$@" \
         <"$dir/dn-stdin" >"$dir/out" 2>"$dir/log" &
     dn_pid=$!
     exec 9>"$dir/dn-stdin" # holds the DataNode's stdin open; closing it stops the DataNode
@@ -32,7 +39,7 @@ real_dn_start() {
             dn_addr="$(awk '/^datanode /{print $2}' "$dir/out")"
             dn_ratis="$(awk '/^ratis /{print $2}' "$dir/out")"
             dn_pipeline="$(awk '/^pipeline /{print $2}' "$dir/out")"
-            dn_http="$(sed -n 's/^real-datanode: .*(http \([^)]*\)).*/\1/p' "$dir/log" | head -1)"
+            dn_http="$(awk '/^http /{print $2}' "$info" 2>/dev/null || true)"
             return 0
         fi
         if ! kill -0 "$dn_pid" 2>/dev/null; then
