@@ -11,7 +11,9 @@
 #    per-byte baseline. The cells of both pools are fitted
 #    into the profile (kind "measured"); the baseline runs the loaded cells too at each pool:
 #    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
-#    real DataNode's handler wakes from a sleep.
+#    real DataNode's handler wakes from a sleep. The fit is then checked on an embedded dn-sim
+#    that runs it (the 1 MiB echo at one request in flight, as long as the fit's cells): what
+#    dn-sim's handler spends beyond the real DataNode's latency moves to the background.
 # 2. Validation, cells the fit did not see, on the real DataNode and on dn-sim --profile (the
 #    same pool key given to dn-sim, which derives the same event loops):
 #    - the handler experiment: pools 1, 4, 16, `loadgen echo` 32 connections x 32 workers,
@@ -37,7 +39,7 @@
 #                            [--profile FILE]
 #   --duration, --warmup, --repeats: of the validation cells (the fit's: 3 runs of 3 s after 1 s).
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
-#             profile loaded by dn-sim, its stages checked on /prom, and 2 cells of 1 s on both
+#             profile (checked on dn-sim) loaded by dn-sim, its stages on /prom, and 2 cells of 1 s on both
 #             (echo sleep 1 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
 #             pool; the real DataNode's GC time read from its /prom): checks the pipeline,
 #             predicts nothing; into target/exp-twin-quick.
@@ -61,7 +63,7 @@ while [ $# -gt 0 ]; do
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -179,7 +181,10 @@ for p in $fit_pools; do
     [ "$quick" = 1 ] || real_dn_stop
 done
 stop_pid "$base_pid"; base_pid=""
-"$loadgen" calibrate "${with[@]}" --release "$version" --out "$profile" >"$out/exp-twin-fit.md"
+# The fit, checked on an embedded dn-sim with cells as long as the fit's.
+"$loadgen" calibrate "${with[@]}" --release "$version" --out "$profile" --duration "$cal_duration" \
+    --warmup "$cal_warmup" --rounds "$cal_rounds" >"$out/exp-twin-fit.md" 2>"$work/cal.err" ||
+    { cat "$work/cal.err" >&2; exit 1; }
 cat "$out/exp-twin-fit.md" >&2
 
 # The profile loads in dn-sim, and each stage it prices reports on /prom after a little load
@@ -208,6 +213,10 @@ if grep -q '^dn_sim_event_loops' <<<"$prom"; then
     grep -q '^dn_sim_event_loops 1$' <<<"$prom" || { echo "exp-twin.sh: dn-sim at pool 10 does not report 1 event loop" >&2; exit 1; }
 fi
 echo "dn-sim --profile: stage series on /prom: $stages" | tr '\n' ' ' >&2; echo >&2
+# A CPU stage with a cost per response byte was checked on dn-sim (loadgen calibrate's check).
+if grep -q '^dn_sim_cpu_burn_seconds' <<<"$stages" && ! grep -q '^# Checked on dn-sim: ' "$profile"; then
+    echo "exp-twin.sh: $profile has a CPU stage but no check on dn-sim" >&2; exit 1
+fi
 stop_sim
 
 # 2. Validation.

@@ -107,6 +107,28 @@ mod with_dn_sim {
         Ok((server, desc))
     }
 
+    /// An embedded dn-sim with `profile` (the text of a `dn-sim-profile/1` file, its release
+    /// the one dn-sim answers as), serving echoes for `container_id`: `loadgen calibrate`'s check.
+    pub fn start_profiled(
+        profile: &str,
+        container_id: i64,
+        threads: usize,
+    ) -> Result<Server, Error> {
+        let profile = dn_sim::sim::profile::Profile::parse(profile)
+            .map_err(|e| Error::Run(format!("calibrate: the fitted profile does not load: {e}")))?;
+        let config = dn_sim::Config {
+            containers: ContainerIds::single(container_id),
+            ozone_version: profile.release,
+            profile: Some(profile),
+            ..dn_sim::Config::loopback()
+        };
+        Server::start(config, threads).map_err(|e| {
+            Error::Run(format!(
+                "calibrate: cannot start the embedded dn-sim: {e:#}"
+            ))
+        })
+    }
+
     /// The embedded dn-sim of a sweep: its admin listener on a port of its own (the sweep
     /// changes dn-sim's settings through it); a write that is not read back is discarded; with
     /// `ratis_group`, its Ratis port hosting that pipeline.
@@ -162,6 +184,12 @@ mod without_dn_sim {
 
     pub fn start(_: &RunConfig, _: usize) -> Result<(Server, String), Error> {
         Err(Error::Usage(NOT_BUILT_IN.to_string()))
+    }
+
+    pub fn start_profiled(_: &str, _: i64, _: usize) -> Result<Server, Error> {
+        Err(Error::Usage(format!(
+            "calibrate's check (--check-rounds 0 skips it): {NOT_BUILT_IN}"
+        )))
     }
 
     pub fn start_for_sweep(

@@ -117,6 +117,9 @@ fn calibrating_a_dn_sim_of_a_known_profile_gives_back_its_costs() {
         cells.to_str().unwrap(),
         "--cores",
         "2",
+        // The check on dn-sim moves CPU between the handler and the background only.
+        "--check-rounds",
+        "0",
         "--out",
         refit.to_str().unwrap(),
     ])

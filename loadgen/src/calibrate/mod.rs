@@ -74,7 +74,7 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
     let cores = args.cores.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, |n| n.get().min(4096) as u32)
     });
-    let fitted = match fit::fit(&cells, cores) {
+    let mut fitted = match fit::fit(&cells, cores) {
         Ok(f) => f,
         // Measured but not enough to fit: the cells file is the result.
         Err(m) if args.out.is_none() => {
@@ -84,6 +84,9 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
         }
         Err(m) => return Err(usage(format!("cannot fit: {m}"))),
     };
+    if args.out.is_some() && args.check_rounds > 0 && fitted.checkable() {
+        check(args, &mut fitted)?;
+    }
     if let Some(path) = &args.out {
         let source = match &args.target {
             Some(t) => format!(
@@ -101,6 +104,24 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
     Ok(ToolOutput {
         stdout: fitted.markdown(),
     })
+}
+
+/// The profile's check (`fit::Check`): up to `--check-rounds` rounds, each an embedded dn-sim
+/// with the profile as it stands and the 1 MiB echo at one request in flight against it.
+fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for round in 1..=args.check_rounds {
+        let profile = fitted.to_toml(&args.release, "loadgen calibrate's check", "");
+        let server = crate::embedded::start_profiled(&profile, args.container_id, threads)?;
+        let addr = server.local_addr().to_string();
+        eprintln!("loadgen calibrate: check round {round} on an embedded dn-sim with the profile");
+        let c = cell(args, &addr, 10, Kind::Echo, MIB, (1, 1), 0).map_err(Error::mid_run)?;
+        drop(server);
+        if !fitted.check_round(c.mean_ms) {
+            break;
+        }
+    }
+    Ok(())
 }
 
 fn read_cells(path: &Path) -> Result<Vec<Cell>, String> {

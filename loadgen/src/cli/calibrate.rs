@@ -46,6 +46,13 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub rounds: u32,
 
+    /// Rounds of the profile's check on dn-sim (with --out, when the fit has a CPU stage): an
+    /// embedded dn-sim runs the profile, the 1 MiB echo at one request in flight is measured
+    /// there as on the target, and the handler's CPU per response byte beyond the target's
+    /// latency moves to the background. 0: no check.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=9))]
+    pub check_rounds: u32,
+
     /// Cells measured earlier (a --cells-out file), e.g. at other pools of a restarted
     /// DataNode; fitted with this run's (repeatable).
     #[arg(long = "with", value_name = "FILE")]
