@@ -22,7 +22,7 @@
 #      workers (as many connections);
 #    - `loadgen write` of 64 KB, 1 MB and 4 MB chunks with 4 workers at pool 16 (MB/s);
 #    Per pool the two run side by side; each cell runs on the real DataNode, then on dn-sim,
-#    and the pool's cells go round --repeats times (default 3), so both see the same minutes of
+#    and the pool's cells go round --repeats times (default 5), so both see the same minutes of
 #    this shared machine; the table takes medians and shows the real DataNode's own spread.
 # Each DataNode gets untimed load after its start (JIT warm-up), each cell its own --warmup. The
 # dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk) and advertise
@@ -33,9 +33,9 @@
 # goals: calls/s and MB/s within 10 % and 15 %, p50 15 %, p99 25 %; a missed cell says by how
 # much, whether the real DataNode itself varied more than the goal, and its GC share from 2 %),
 # OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
-# the +/-10 % band), and the profile to PROFILE. Takes about 30 minutes.
+# the +/-10 % band), and the profile to PROFILE. Takes about 40 minutes.
 #
-# Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 3] [--out DIR]
+# Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 5] [--out DIR]
 #                            [--profile FILE]
 #   --duration, --warmup, --repeats: of the validation cells (the fit's: 3 runs of 3 s after 1 s).
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
@@ -53,7 +53,7 @@ cd "$root"
 . scripts/lib.sh
 . scripts/lib/real-datanode.sh
 
-duration=4s warmup=1s repeats=3 jvm_warmup=10s version=2.2.0 quick=0 out="" profile=""
+duration=4s warmup=1s repeats=5 jvm_warmup=10s version=2.2.0 quick=0 out="" profile=""
 cal_duration=3s cal_warmup=1s cal_rounds=3
 while [ $# -gt 0 ]; do
     case "$1" in
