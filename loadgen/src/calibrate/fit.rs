@@ -32,13 +32,6 @@
 //!    the saturation cells of 1 MiB echoes; without such cells `f` = 1 (grpc-java parses and
 //!    serializes on the handler's thread).
 //!
-//! 3b. **The loops' share of the response bytes' CPU** (with a CPU stage): a share `g` of the
-//!    handler's CPU per response byte becomes a wait per byte on the event loop (which writes
-//!    the bytes to the socket in the real DataNode), that CPU burnt in the background instead:
-//!    the latency at one request in flight and the CPU per call stay, and one loop (pools
-//!    10–19) then limits large echoes under load where 2 × cores of them (pools below 10) do
-//!    not. `g` from 0 up in steps of 0.05, by the same error over the 1 MiB cells under load.
-//!
 //! `L` is split evenly between the request and the response direction (a loop's throughput
 //! depends only on the sum); `H` is charged on the request.
 //!
@@ -154,9 +147,6 @@ pub struct Fitted {
     pub resp_ns_per_byte: f64,
     /// The handler's share of the per-byte cost.
     pub handler_byte_share: f64,
-    /// The event loop's wait per response byte taken from the CPU stage's handler part (step
-    /// 3b; that CPU is burnt in the background instead).
-    pub loop_cpu_resp_ns: f64,
     /// CPU really spent (µs per message; ns per request byte, per response byte), on the
     /// handler and in the background: `[cpu.handler]`, `[cpu.background]`.
     pub cpu_handler: [f64; 3],
@@ -551,36 +541,6 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         }
     }
     let handler_byte_share = share.1;
-    // Step 3b: the event loops' share of the handler's CPU per response byte. The real
-    // DataNode's loop writes a response's bytes to its socket (on loopback the sender's write
-    // carries the TCP path too), so with one loop (pools 10-19) its large echoes under load are
-    // slower than with 2 x cores of them (pool 2): 1 MiB x 8 at 118 calls/s at pool 2, 107 at
-    // pool 10 on the 2-core machine. A share `g` of that CPU becomes a wait on the loop (the
-    // latency at one request in flight stays) and is burnt in the background instead (the CPU
-    // per call stays); from 0 up in steps of 0.05, by the same error on the 1 MiB cells.
-    let cpu_resp_us = cpu.as_ref().map_or(0.0, |c| c.handler[2]) * mib as f64 / 1e3;
-    let mut loop_share = (f64::INFINITY, 0.0);
-    if cpu_resp_us > 0.0 {
-        for k in 0..=20 {
-            let g = f64::from(k) / 20.0;
-            let e = loss(
-                &big,
-                big_ms,
-                loop_us + (1.0 - handler_byte_share) * byte_us + g * cpu_resp_us,
-                handler_us + handler_byte_share * byte_us - g * cpu_resp_us,
-            );
-            if e < loop_share.0 - 1e-12 {
-                loop_share = (e, g);
-            }
-        }
-    }
-    let loop_cpu_resp_ns = cpu.as_mut().map_or(0.0, |c| {
-        let moved = loop_share.1 * c.handler[2];
-        c.handler[2] -= moved;
-        moved
-    });
-    let cpu_bound = |c: &Cell| cpu.as_ref().and_then(|cpu| cpu.bound(c));
-    let handler_cpu_us = |c: &Cell| cpu.as_ref().map_or(0.0, |cpu| call_us(cpu.handler, c));
     // Step 4: how late a handler wakes from an echo's sleep. A handler of a saturated pool is
     // held `min(P, N) / X` a call; beyond the sleep, the baseline's hold is dn-sim's own, and
     // the profile adds the handler's cost and its CPU: the rest of the target's is lateness.
@@ -608,9 +568,7 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
             Kind::Echo => {
                 let b = c.resp_bytes as f64;
                 let (l, h) = (
-                    loop_us
-                        + ((1.0 - handler_byte_share) * resp_ns_per_byte + loop_cpu_resp_ns) * b
-                            / 1e3,
+                    loop_us + (1.0 - handler_byte_share) * resp_ns_per_byte * b / 1e3,
                     handler_us + handler_byte_share * resp_ns_per_byte * b / 1e3,
                 );
                 let r = echo_base_ms + t_resp * b / 1e6;
@@ -651,7 +609,6 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         req_ns_per_byte,
         resp_ns_per_byte,
         handler_byte_share,
-        loop_cpu_resp_ns,
         cpu_handler,
         cpu_background,
         sleep_late_us,
@@ -728,7 +685,7 @@ impl Fitted {
         t += &table(
             "event_loops.response",
             self.loop_us / 2.0,
-            (1.0 - f) * self.resp_ns_per_byte + self.loop_cpu_resp_ns,
+            (1.0 - f) * self.resp_ns_per_byte,
         );
         t += &table("handler.request", self.handler_us, f * self.req_ns_per_byte);
         t += &table("handler.response", 0.0, f * self.resp_ns_per_byte);
@@ -764,7 +721,7 @@ impl Fitted {
         let mut s = format!(
             "fitted: event loop {:.1} µs/message pair, handler {:.1} µs/command, \
              request {:.4} ns/B, response {:.4} ns/B (handler share {:.2}), {} cores; \
-             event loop {:.3} ns/response B of the CPU's; CPU on the handler {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B; \
+             CPU on the handler {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B; \
              CPU in the background {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B, \
              at most {} cores together; \
              latency floor {:.1} µs; an echo's sleep wakes {:.1} µs late\n\n\
@@ -775,7 +732,6 @@ impl Fitted {
             self.resp_ns_per_byte,
             self.handler_byte_share,
             self.cores,
-            self.loop_cpu_resp_ns,
             self.cpu_handler[0],
             self.cpu_handler[1],
             self.cpu_handler[2],
@@ -952,75 +908,6 @@ mod tests {
         let f = fit(&cells, 2).unwrap();
         assert_eq!((f.cpu_handler, f.cpu_background), ([0.0; 3], [0.0; 3]));
         assert_eq!(f.cpu_capacity_cores, None);
-    }
-
-    #[test]
-    fn one_event_loop_slower_with_large_responses_gets_the_loops_share_of_their_cpu() {
-        let with_cpu = |mut c: Cell, ms: f64, baseline: bool| {
-            c.machine_cpu_ms_per_call = Some(ms);
-            c.baseline = baseline;
-            c
-        };
-        // 1 MiB x 8 at pool 2 (4 event loops on 2 cores) and at pool 10 (one loop): `at_10`
-        // calls/s there, 190 at pool 2; both keep the machine busy.
-        let cells = |at_10: f64| {
-            vec![
-                echo(10, 1, 1, 0, 1e3 / 0.13, 0.13),
-                with_cpu(echo(0, 1, 1, 0, 1e3 / 0.1, 0.1), 0.1, true),
-                echo(10, 1, 1, 1 << 20, 100.0, 10.0),
-                with_cpu(echo(0, 1, 1, 1 << 20, 1e3, 1.0), 1.0, true),
-                with_cpu(echo(10, 32, 32, 0, 20_000.0, 1.6), 0.1, false),
-                with_cpu(echo(0, 32, 32, 0, 40_000.0, 0.8), 0.05, true),
-                with_cpu(
-                    echo(2, 8, 8, 1 << 20, 190.0, 42.0),
-                    2.0 / 190.0 * 1e3,
-                    false,
-                ),
-                with_cpu(
-                    echo(10, 8, 8, 1 << 20, at_10, 8e3 / at_10),
-                    2.0 / at_10 * 1e3,
-                    false,
-                ),
-                with_cpu(echo(0, 8, 8, 1 << 20, 2_000.0, 4.0), 1.0, true),
-            ]
-        };
-        let f = fit(&cells(120.0), 2).unwrap();
-        let mib = 1048576.0;
-        // The loop serves one 1 MiB response in 1 / 120 s.
-        let loop_ns = 1e9 / 120.0 / mib;
-        assert!(
-            (f.loop_cpu_resp_ns / loop_ns - 1.0).abs() < 0.1,
-            "{} vs {loop_ns}: {f:?}",
-            f.loop_cpu_resp_ns
-        );
-        let predicted = |label: &str| {
-            let (_, _, m, p) = f.residuals.iter().find(|r| r.0 == label).unwrap();
-            p / m
-        };
-        assert!(
-            (predicted("echo resp=1MiB pool=10 8x8") - 1.0).abs() < 0.1,
-            "{f:?}"
-        );
-        // At pool 2 the four loops do not bind: the CPU does, as without the loop's share.
-        assert!(predicted("echo resp=1MiB pool=2 8x8") < 4.0 * 120.0 / 190.0);
-        // The latency at one request in flight is kept: the loop's wait came off the handler's
-        // CPU (burnt in the background instead).
-        assert!(
-            (predicted("echo resp=1MiB pool=10 1x1") - 1.0).abs() < 1e-6,
-            "{f:?}"
-        );
-        let toml = f.to_toml("2.2.0", "t", "now");
-        assert!(
-            toml.contains(&format!(
-                "[event_loops.response]\nper_message_us = 0.000\nper_byte_ns = {:.5}\n",
-                f.loop_cpu_resp_ns
-            )),
-            "{toml}"
-        );
-        // As fast at pool 10 as at pool 2: nothing on the loop.
-        let same = fit(&cells(190.0), 2).unwrap();
-        assert_eq!(same.loop_cpu_resp_ns, 0.0, "{same:?}");
-        assert!(same.cpu_handler[2] > 0.0, "{same:?}");
     }
 
     #[test]
