@@ -656,10 +656,14 @@ impl Fitted {
     /// The profile (`dn-sim-profile/1`, kind `measured`).
     pub fn to_toml(&self, release: &str, source: &str, measured_at: &str) -> String {
         let f = self.handler_byte_share;
+        let checked = self
+            .check
+            .as_ref()
+            .map_or(String::new(), |c| format!("# {}\n", c.summary()));
         let mut t = format!(
             "# A MEASURED dn-sim profile, written by `loadgen calibrate` (docs/loadgen.md).\n\
              # Fit: echo base latency {:.3} ms, WriteChunk base latency {:.3} ms at one request\n\
-             # in flight; the handler pays {:.0} % of the per-byte costs.\n\n\
+             # in flight; the handler pays {:.0} % of the per-byte costs.\n{checked}\n\
              format = \"dn-sim-profile/1\"\nkind = \"measured\"\n\n\
              [machine]\ncores = {}\nozone_release = \"{release}\"\n\n",
             self.echo_base_ms,
@@ -667,13 +671,6 @@ impl Fitted {
             f * 100.0,
             self.cores
         );
-        if let Some(check) = &self.check {
-            t = t.replacen(
-                "\n\nformat",
-                &format!("\n# {}\n\nformat", check.summary()),
-                1,
-            );
-        }
         let table = |name: &str, us: f64, ns: f64| {
             format!("[{name}]\nper_message_us = {us:.3}\nper_byte_ns = {ns:.5}\n\n")
         };
