@@ -6,7 +6,7 @@
 #    hdds.datanode.read.chunk.threads.per.volume (the gRPC pool) = 2 and 10; on each
 #    `loadgen calibrate --pool P` measures echoes (0 B, 1 MiB responses) and WriteChunks (64 KB,
 #    1 MB, 4 MB) at one request in flight and 0 B echoes at 4, 8 and 32 in flight (32 connections
-#    at most), 1 MiB echoes with 8, and 0 B echoes that sleep 5 ms at 32 in flight, each cell
+#    at most), 1 MiB echoes with 8, and 0 B echoes that sleep 1 and 5 ms at 32 in flight, each cell
 #    3 runs of 3 s after 1 s (the median kept); a dn-sim without a profile (pool 10) is the
 #    per-byte baseline. The cells of both pools are fitted
 #    into the profile (kind "measured"); the baseline runs the loaded cells too at each pool:

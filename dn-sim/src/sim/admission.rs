@@ -191,11 +191,13 @@ impl Admission {
         };
         let cmd = Type::try_from(req.cmd_type).unwrap_or(Type::ListContainer);
         let size = req.encoded_len();
-        // An echo that sleeps on the handler (the profile's handler wakes from it late).
-        let slept = req
+        // The milliseconds an echo sleeps on the handler (the profile's handler wakes from it
+        // late, the later the longer).
+        let slept_ms = req
             .echo
             .as_ref()
-            .is_some_and(|e| e.sleep_time_ms.is_some_and(|ms| ms > 0));
+            .and_then(|e| e.sleep_time_ms)
+            .map_or(0, |ms| u32::try_from(ms).unwrap_or(0));
         self.metrics.request_received(cmd, size);
         if self.limits.is_limited() {
             let egress = crate::datanode::dispatcher::expected_response_bytes(&req);
@@ -272,7 +274,7 @@ impl Admission {
             };
             // The handler's own time, held on its clock like an injected delay.
             if let Some(stage) = &self.stages.handler {
-                clock.hold(stage.service_time(size, answer, slept)).await;
+                clock.hold(stage.service_time(size, answer, slept_ms)).await;
             }
             // The CPU the real DataNode spends beyond dn-sim's own, spent for real
             // (`sim::cpu`): the handler's part before it is free, the background's owed.

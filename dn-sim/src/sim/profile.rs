@@ -27,8 +27,9 @@
 //! [handler.response]          # ... and per response (build, serialize), beside injected delays
 //! per_message_us = 5.0
 //! per_byte_ns = 0.3
-//! [handler.sleep]             # how late a handler wakes from an echo's sleep (Thread.sleep)
-//! late_us = 100.0
+//! [handler.sleep]             # how late a handler wakes from an echo's sleep (Thread.sleep):
+//! late_us = 100.0             # late_us + late_per_ms_us x the milliseconds asked
+//! late_per_ms_us = 20.0
 //!
 //! [cpu.handler]               # CPU really spent on the handler before it answers ...
 //! per_message_us = 8.0
@@ -84,8 +85,12 @@ pub struct Profile {
     pub handler_request: MessageCost,
     pub handler_response: MessageCost,
     /// How much longer than asked an echo's sleep holds the handler: the real DataNode's
-    /// `Thread.sleep` wakes late, more so among many threads on few cores.
+    /// `Thread.sleep` wakes late, the later the longer it slept (measured on Ozone 2.2.0 here:
+    /// 0.1 ms late after 1 ms, 0.14–0.42 ms after 5 ms), more so among many threads on few
+    /// cores. The lateness is `handler_sleep_late` + `handler_sleep_late_per_ms` × the
+    /// milliseconds asked.
     pub handler_sleep_late: Duration,
+    pub handler_sleep_late_per_ms: Duration,
     /// CPU really spent (`sim::cpu`): on the handler before it answers, and in the background.
     pub cpu_handler: CpuCost,
     pub cpu_background: CpuCost,
@@ -265,6 +270,8 @@ struct HandlerTables {
 struct Sleep {
     #[serde(default)]
     late_us: f64,
+    #[serde(default)]
+    late_per_ms_us: f64,
 }
 
 #[derive(Default, Deserialize)]
@@ -362,6 +369,10 @@ impl Profile {
         };
         let latency_floor = micros(file.latency.floor_us, "latency.floor_us")?;
         let handler_sleep_late = micros(file.handler.sleep.late_us, "handler.sleep.late_us")?;
+        let handler_sleep_late_per_ms = micros(
+            file.handler.sleep.late_per_ms_us,
+            "handler.sleep.late_per_ms_us",
+        )?;
         for r in &file.fit.residuals {
             if !(r.measured.is_finite() && r.predicted.is_finite()) {
                 return Err(format!(
@@ -380,6 +391,7 @@ impl Profile {
             handler_request: file.handler.request,
             handler_response: file.handler.response,
             handler_sleep_late,
+            handler_sleep_late_per_ms,
             cpu_handler: file.cpu.handler,
             cpu_background: file.cpu.background,
             cpu_capacity_cores,
@@ -401,6 +413,7 @@ impl Profile {
             && self.handler_request.is_zero()
             && self.handler_response.is_zero()
             && self.handler_sleep_late.is_zero()
+            && self.handler_sleep_late_per_ms.is_zero()
             && self.cpu_handler.is_zero()
             && self.cpu_background.is_zero()
             && self.latency_floor.is_zero()
@@ -437,6 +450,7 @@ mod tests {
         assert_eq!(p.cpu_capacity_cores, Some(1.6));
         assert_eq!(p.latency_floor, Duration::from_micros(40));
         assert_eq!(p.handler_sleep_late, Duration::from_micros(100));
+        assert_eq!(p.handler_sleep_late_per_ms, Duration::from_micros(20));
         assert!(!p.is_free());
     }
 
@@ -522,6 +536,10 @@ mod tests {
             (
                 &format!("{MINIMAL}[handler.sleep]\nlate_us = -1.0\n"),
                 "handler.sleep.late_us must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[handler.sleep]\nlate_per_ms_us = nan\n"),
+                "handler.sleep.late_per_ms_us must be from 0",
             ),
             (
                 &format!("{MINIMAL}[handler.sleep]\nlate_ms = 1.0\n"),

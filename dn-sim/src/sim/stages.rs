@@ -336,6 +336,7 @@ pub struct HandlerStage {
     request: MessageCost,
     response: MessageCost,
     sleep_late: Duration,
+    sleep_late_per_ms: Duration,
     service: Histogram,
 }
 
@@ -344,6 +345,7 @@ impl HandlerStage {
         request: MessageCost,
         response: MessageCost,
         sleep_late: Duration,
+        sleep_late_per_ms: Duration,
         recorder: &PrometheusRecorder,
     ) -> Self {
         recorder.describe_histogram(
@@ -357,27 +359,32 @@ impl HandlerStage {
             request,
             response,
             sleep_late,
+            sleep_late_per_ms,
             service: recorder
                 .register_histogram(&key("dn_sim_handler_service_seconds", vec![]), &META),
         }
     }
 
     /// The handler's time for a request of `request_bytes` answered with `response_bytes`,
-    /// recorded as served; `slept`: the request was an echo that slept on the handler, which
-    /// woke late.
+    /// recorded as served; `slept_ms`: the milliseconds an echo slept on the handler (0: none),
+    /// from which it woke late.
     pub fn service_time(
         &self,
         request_bytes: usize,
         response_bytes: usize,
-        slept: bool,
+        slept_ms: u32,
     ) -> Duration {
         let mut d = Duration::from_nanos(
             self.request
                 .nanos(request_bytes)
                 .saturating_add(self.response.nanos(response_bytes)),
         );
-        if slept {
-            d += self.sleep_late;
+        if slept_ms > 0 {
+            let per_ms = self
+                .sleep_late_per_ms
+                .checked_mul(slept_ms)
+                .unwrap_or(Duration::MAX);
+            d = d.saturating_add(self.sleep_late).saturating_add(per_ms);
         }
         self.service.record(d.as_secs_f64());
         d
@@ -492,7 +499,8 @@ impl Stages {
         let loops_cost = !(p.event_loop_request.is_zero() && p.event_loop_response.is_zero());
         let handler_cost = !(p.handler_request.is_zero()
             && p.handler_response.is_zero()
-            && p.handler_sleep_late.is_zero());
+            && p.handler_sleep_late.is_zero()
+            && p.handler_sleep_late_per_ms.is_zero());
         let cpu_cost = !(p.cpu_handler.is_zero() && p.cpu_background.is_zero());
         Self {
             event_loops: loops_cost.then(|| {
@@ -510,6 +518,7 @@ impl Stages {
                     p.handler_request,
                     p.handler_response,
                     p.handler_sleep_late,
+                    p.handler_sleep_late_per_ms,
                     recorder,
                 )
             }),
@@ -708,7 +717,7 @@ mod tests {
         assert!(s.event_loops.is_none());
         let handler = s.handler.expect("a handler stage");
         assert_eq!(
-            handler.service_time(100, 1000, false),
+            handler.service_time(100, 1000, 0),
             Duration::from_nanos(1000)
         );
         // A sleep's lateness alone makes a handler stage, paid only by echoes that slept.
@@ -717,11 +726,27 @@ mod tests {
         let handler = Stages::from_profile(Some(&p), 4, &r)
             .handler
             .expect("a handler stage");
-        assert_eq!(handler.service_time(100, 1000, false), Duration::ZERO);
+        assert_eq!(handler.service_time(100, 1000, 0), Duration::ZERO);
         assert_eq!(
-            handler.service_time(100, 1000, true),
+            handler.service_time(100, 1000, 1),
             Duration::from_micros(120)
         );
+        // ... and the longer it slept, the later it wakes.
+        p.handler_sleep_late_per_ms = Duration::from_micros(30);
+        let handler = Stages::from_profile(Some(&p), 4, &r)
+            .handler
+            .expect("a handler stage");
+        assert_eq!(
+            handler.service_time(100, 1000, 5),
+            Duration::from_micros(120 + 5 * 30)
+        );
+        p.handler_sleep_late = Duration::ZERO;
+        assert!(
+            Stages::from_profile(Some(&p), 4, &r).handler.is_some(),
+            "the lateness per ms alone makes a handler stage"
+        );
+        p.handler_sleep_late = Duration::from_micros(120);
+        p.handler_sleep_late_per_ms = Duration::ZERO;
         p.event_loop_response = cost(1.0);
         let s = Stages::from_profile(Some(&p), 4, &r);
         assert_eq!(s.event_loops.expect("loops").count(), 6); // pool 4 < 10: 2 x 3 cores

@@ -155,8 +155,11 @@ pub struct Fitted {
     /// a CPU stage).
     pub cpu_capacity_cores: Option<f64>,
     /// `[handler.sleep] late_us`: how much longer than asked an echo's sleep holds the
-    /// target's handler, beyond what dn-sim's own does (0 without sleep cells on both).
+    /// target's handler, beyond what dn-sim's own does (0 without sleep cells on both), and
+    /// `late_per_ms_us`: how much later a millisecond more of sleep wakes (0 unless cells slept
+    /// two lengths).
     pub sleep_late_us: f64,
+    pub sleep_late_per_ms_us: f64,
     /// `[latency] floor_us`: the 0 B echo's latency at one request in flight beyond the
     /// baseline's (0 without a baseline).
     pub latency_floor_us: f64,
@@ -558,9 +561,12 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
                 .map(|b| (*t, hold_us(b)))
         })
         .collect();
-    let sleep_late_us = mean(sleep_pairs.iter().map(|(t, b)| hold_us(t) - b - own_us))
-        .unwrap_or(0.0)
-        .max(0.0);
+    let (sleep_late_us, sleep_late_per_ms_us) = late_line(
+        &sleep_pairs
+            .iter()
+            .map(|(t, b)| (f64::from(t.sleep_ms), hold_us(t) - b - own_us))
+            .collect::<Vec<_>>(),
+    );
     // Residuals: every cell against the fitted model.
     let mut residuals: Vec<(String, &'static str, f64, f64)> = cells
         .iter()
@@ -591,7 +597,8 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         })
         .collect();
     residuals.extend(sleep_pairs.iter().map(|(t, base_hold_us)| {
-        let held_us = f64::from(t.sleep_ms) * 1e3 + base_hold_us + own_us + sleep_late_us;
+        let late_us = sleep_late_us + sleep_late_per_ms_us * f64::from(t.sleep_ms);
+        let held_us = f64::from(t.sleep_ms) * 1e3 + base_hold_us + own_us + late_us;
         let x = busy_handlers(t) / (held_us.max(1e-3) / 1e6);
         (t.label(), "calls/s", t.calls_per_s, x)
     }));
@@ -612,6 +619,7 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         cpu_handler,
         cpu_background,
         sleep_late_us,
+        sleep_late_per_ms_us,
         latency_floor_us: base_single.map_or(0.0, |b0| ((echo_base_ms - b0) * 1e3).max(0.0)),
         echo_base_ms,
         write_base_ms,
@@ -619,6 +627,27 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         residuals,
         check: None,
     })
+}
+
+/// The line `late = a + b × ms` (µs) through how late sleeps of `(ms, late_us)` woke, by least
+/// squares, neither part below 0: sleeps of one length give their mean lateness and no slope.
+/// Why a line: a real DataNode's `Thread.sleep` wakes the later the longer it slept (Ozone 2.2.0
+/// here, pool 1: 0.12 ms late after 1 ms, 0.16 after 2, 0.42 after 5); one number priced at 5 ms
+/// made every 1–2 ms sleep about 0.1 ms too long.
+fn late_line(points: &[(f64, f64)]) -> (f64, f64) {
+    let Some(mean_late) = mean(points.iter().map(|p| p.1)) else {
+        return (0.0, 0.0);
+    };
+    match line(points) {
+        Some((intercept, slope)) if slope > 0.0 && intercept >= 0.0 => (intercept, slope),
+        Some((_, slope)) if slope > 0.0 => {
+            // Through the origin.
+            let sxx: f64 = points.iter().map(|p| p.0 * p.0).sum();
+            let sxy: f64 = points.iter().map(|p| p.0 * p.1).sum();
+            (0.0, (sxy / sxx).max(0.0))
+        }
+        _ => (mean_late.max(0.0), 0.0),
+    }
 }
 
 impl Fitted {
@@ -686,7 +715,10 @@ impl Fitted {
         );
         t += &table("handler.request", self.handler_us, f * self.req_ns_per_byte);
         t += &table("handler.response", 0.0, f * self.resp_ns_per_byte);
-        t += &format!("[handler.sleep]\nlate_us = {:.3}\n\n", self.sleep_late_us);
+        t += &format!(
+            "[handler.sleep]\nlate_us = {:.3}\nlate_per_ms_us = {:.3}\n\n",
+            self.sleep_late_us, self.sleep_late_per_ms_us
+        );
         let cpu = |name: &str, c: [f64; 3]| {
             format!(
                 "[{name}]\nper_message_us = {:.3}\nper_request_byte_ns = {:.5}\nper_response_byte_ns = {:.5}\n\n",
@@ -721,7 +753,7 @@ impl Fitted {
              CPU on the handler {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B; \
              CPU in the background {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B, \
              at most {} cores together; \
-             latency floor {:.1} µs; an echo's sleep wakes {:.1} µs late\n\n\
+             latency floor {:.1} µs; an echo's sleep wakes {:.1} µs + {:.1} µs a ms slept late\n\n\
              | cell | unit | measured | model | model ÷ measured |\n|---|---|---:|---:|---:|\n",
             self.loop_us,
             self.handler_us,
@@ -739,6 +771,7 @@ impl Fitted {
                 .map_or("all".to_string(), |c| format!("{c:.2}")),
             self.latency_floor_us,
             self.sleep_late_us,
+            self.sleep_late_per_ms_us,
         );
         for (cell, unit, m, p) in &self.residuals {
             s += &format!(
@@ -1000,9 +1033,53 @@ mod tests {
         let toml = f.to_toml("2.2.0", "t", "now");
         let late = format!("[handler.sleep]\nlate_us = {:.3}\n", f.sleep_late_us);
         assert!(toml.contains(&late), "{toml}");
+        assert_eq!(f.sleep_late_per_ms_us, 0.0, "one sleep length: no slope");
         // Without sleep cells, no lateness.
         let without = fit(&cells[..2], 2).unwrap();
         assert_eq!(without.sleep_late_us, 0.0);
+    }
+
+    #[test]
+    fn a_longer_sleep_wakes_later_by_the_line_through_the_sleep_cells() {
+        let slept = |pool: u32, sleep_ms: u32, hold_us: f64, baseline: bool| {
+            let mut c = echo(pool, 32, 32, 0, f64::from(pool) / (hold_us / 1e6), 1.0);
+            (c.sleep_ms, c.baseline) = (sleep_ms, baseline);
+            c
+        };
+        // Pools 2 and 10 late by 120 and 110 µs after 1 ms, 280 and 140 after 5 ms, beyond a
+        // baseline 30 µs late at both: the line 91.25 + 23.75 µs a ms (least squares).
+        let cells = vec![
+            echo(10, 1, 1, 0, 1e3 / 0.2, 0.2),
+            echo(10, 32, 32, 0, 30_000.0, 1.0),
+            slept(2, 1, 1150.0, false),
+            slept(10, 1, 1140.0, false),
+            slept(2, 5, 5310.0, false),
+            slept(10, 5, 5170.0, false),
+            slept(10, 1, 1030.0, true),
+            slept(10, 5, 5030.0, true),
+        ];
+        let f = fit(&cells, 2).unwrap();
+        let own = f.handler_us + f.cpu_handler[0];
+        assert!(
+            (f.sleep_late_us + own - 91.25).abs() < 1e-6,
+            "intercept {f:?}"
+        );
+        assert!(
+            (f.sleep_late_per_ms_us - 23.75).abs() < 1e-6,
+            "slope {f:?}"
+        );
+        let toml = f.to_toml("2.2.0", "t", "now");
+        let late = format!(
+            "[handler.sleep]\nlate_us = {:.3}\nlate_per_ms_us = 23.750\n",
+            f.sleep_late_us
+        );
+        assert!(toml.contains(&late), "{toml}");
+        // Lateness that shrinks with the sleep is noise: no slope, the mean.
+        assert_eq!(late_line(&[(1.0, 200.0), (5.0, 100.0)]), (150.0, 0.0));
+        // A line that would start below 0 goes through the origin.
+        let (a, b) = late_line(&[(1.0, 10.0), (5.0, 250.0)]);
+        assert_eq!(a, 0.0);
+        assert!((b - (10.0 + 1250.0) / 26.0).abs() < 1e-9, "{b}");
     }
 
     #[test]

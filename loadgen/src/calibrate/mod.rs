@@ -8,8 +8,9 @@
 //! - the saturation curve of 0 B echoes: 4, 8 and `--threads` workers (requests in flight) on
 //!   4, 8 and `--clients` connections;
 //! - 1 MiB echoes under load: 8 workers on 8 connections (at most `--clients`, `--threads`);
-//! - 0 B echoes that sleep 5 ms on the handler, at `--clients` × `--threads` (how much longer
-//!   than asked a sleep holds a handler), on the baseline too.
+//! - 0 B echoes that sleep 1 ms and 5 ms on the handler, at `--clients` × `--threads` (how much
+//!   longer than asked a sleep holds a handler, and how that grows with the sleep), on the
+//!   baseline too.
 //!
 //! With `--baseline HOST:PORT` (a dn-sim without a profile) the cells at one request in flight
 //! run there too, and their per-byte slopes, the client's and the transport's share, are taken
@@ -348,9 +349,10 @@ fn idle_cells(args: &CalibrateArgs, base: &str, target_cells: &[Cell]) -> Result
         .collect()
 }
 
-/// The sleep of the echo cell that measures how late a sleeping handler wakes: longer than the
-/// 1–2 ms of the handler experiment, which then stays a prediction.
-const SLEEP_MS: u32 = 5;
+/// The sleeps of the echo cells that measure how late a sleeping handler wakes: a short and a
+/// long one, for the line of lateness over the sleep (a real DataNode's `Thread.sleep` wakes
+/// the later the longer it slept). `exp-twin.sh` validates sleeps of 1–2 ms at other pools.
+const SLEEPS_MS: [u32; 2] = [1, 5];
 
 fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
     let full = (args.clients, args.threads);
@@ -400,20 +402,23 @@ fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
     }
     // Echoes that sleep, the pool saturated: how long a sleep holds a handler, here and on the
     // baseline (the fit's sleep lateness).
-    cells.push(cell(args, target, pool, Kind::Echo, 0, full, SLEEP_MS).map_err(Error::mid_run)?);
-    if let Some(base) = &args.baseline {
-        let mut b = cell(
-            args,
-            base,
-            args.baseline_pool,
-            Kind::Echo,
-            0,
-            full,
-            SLEEP_MS,
-        )
-        .map_err(Error::mid_run)?;
-        b.baseline = true;
-        cells.push(b);
+    for sleep_ms in SLEEPS_MS {
+        cells
+            .push(cell(args, target, pool, Kind::Echo, 0, full, sleep_ms).map_err(Error::mid_run)?);
+        if let Some(base) = &args.baseline {
+            let mut b = cell(
+                args,
+                base,
+                args.baseline_pool,
+                Kind::Echo,
+                0,
+                full,
+                sleep_ms,
+            )
+            .map_err(Error::mid_run)?;
+            b.baseline = true;
+            cells.push(b);
+        }
     }
     let Some(admin) = &args.admin else {
         return Ok(cells);
