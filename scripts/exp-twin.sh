@@ -40,7 +40,7 @@
 #   --duration, --warmup, --repeats: of the validation cells (the fit's: 3 runs of 3 s after 1 s).
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
 #             profile (checked on dn-sim) loaded by dn-sim, its stages on /prom, and 2 cells of 1 s on both
-#             (echo sleep 1 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
+#             (echo sleep 2 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
 #             pool; the real DataNode's GC time read from its /prom): checks the pipeline,
 #             predicts nothing; into target/exp-twin-quick.
 # Defaults: --out results, --profile deploy/profiles/measured-2cores-ozone-2.2.0.toml
@@ -222,11 +222,11 @@ stop_sim
 # 2. Validation.
 if [ "$quick" = 1 ]; then
     # The DataNode of the fit is still running (pool 10).
-    cell quick 10 real "$dn_addr" echo 0 32 32 1
+    cell quick 10 real "$dn_addr" echo 0 32 32 2
     cell quick 10 real "$dn_addr" write $((1 << 20)) 4 4 0
     real_dn_stop
     start_sim 10 --profile "$profile"
-    cell quick 10 dn-sim "$sim_addr" echo 0 32 32 1
+    cell quick 10 dn-sim "$sim_addr" echo 0 32 32 2
     cell quick 10 dn-sim "$sim_addr" write $((1 << 20)) 4 4 0
     stop_sim
 else
