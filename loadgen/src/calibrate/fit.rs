@@ -1064,10 +1064,7 @@ mod tests {
             (f.sleep_late_us + own - 91.25).abs() < 1e-6,
             "intercept {f:?}"
         );
-        assert!(
-            (f.sleep_late_per_ms_us - 23.75).abs() < 1e-6,
-            "slope {f:?}"
-        );
+        assert!((f.sleep_late_per_ms_us - 23.75).abs() < 1e-6, "slope {f:?}");
         let toml = f.to_toml("2.2.0", "t", "now");
         let late = format!(
             "[handler.sleep]\nlate_us = {:.3}\nlate_per_ms_us = 23.750\n",
