@@ -25,9 +25,8 @@
 #    and the pool's cells go round --repeats times (default 5), so both see the same minutes of
 #    this shared machine; the table takes medians and shows the real DataNode's own spread.
 # Each DataNode gets untimed load after its start until its JIT has settled (3 s runs of 0 B
-# echoes, 32 x 32, until two in a row agree within 5 %, at most 10; then 3 s of 64 KB writes to
-# a container of their own; the calls/s of each run go in the table's header), each cell its own
-# --warmup. The
+# echoes, 32 x 32, until two in a row agree within 5 %, at most 10; the calls/s of each run go
+# in the table's header), each cell its own --warmup. The
 # dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk) and advertise
 # the real DataNode's HTTP/2 windows and frame size.
 # Writes OUT/exp-twin.csv (every run of every cell), OUT/exp-twin.md (per cell the medians of
@@ -66,7 +65,7 @@ while [ $# -gt 0 ]; do
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -99,7 +98,6 @@ per_volume=hdds.datanode.read.chunk.threads.per.volume
 # its own: the real DataNode asks SCM to close a container once it holds its size (64 MB in the
 # harness), and writes to it then fail.
 containers=$((2 + 3 * repeats)) container=1 next_container=2
-warm_container=$((containers + 1))
 jit_warmups=""  # per DataNode start: the warm-up runs' calls/s, for the table's header
 # The real DataNode's HTTP/2 receive settings (grpc-java on Netty: 1 MiB windows, 16 KiB frames),
 # on every dn-sim here: a client sends a chunk to the twin as it does to the DataNode.
@@ -107,7 +105,7 @@ dn_wire=(--http2-stream-window 1MB --http2-connection-window 1MB --http2-max-fra
 
 start_real() {
     echo "real DataNode $version, $per_volume=$1" >&2
-    real_dn_start "$work" "$version" --containers "1-$warm_container" -D "$per_volume=$1" ||
+    real_dn_start "$work" "$version" --containers "1-$containers" -D "$per_volume=$1" ||
         { echo "exp-twin.sh: the real DataNode did not start" >&2; exit 1; }
     [ "$jvm_warmup" = 0 ] || warm_real "$1"
 }
@@ -129,9 +127,6 @@ warm_real() {
         fi
         prev=$now
     done
-    # The write path's code too (the write cells' first round ran at 70 % of the later ones').
-    "$loadgen" write --target "$dn_addr" --clients 4 -t 4 --duration 3s --container-id "$warm_container" -f \
-        --write-size 64KB --chunk-size 64KB >/dev/null 2>&1 || true
     echo "  JIT warm-up, echo calls/s:$runs" >&2
     jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs"
 }
