@@ -1,7 +1,9 @@
 //! The handler pool: the DataNode's fixed `ThreadPoolExecutor(poolSize, poolSize, unbounded
 //! queue)` on the gRPC path (`XceiverServerGrpc`). A request holds one handler from
 //! dispatch until its response is produced, injected delays and echo sleeps included; the rest
-//! wait in FIFO order (tokio's semaphore is fair). The queue is unbounded as in the DataNode unless
+//! wait in FIFO order (tokio's semaphore is fair), after a few retries between other tasks when
+//! nobody is queued yet (a handler held for microseconds is free again by then, and queueing
+//! costs a wake-up the DataNode's executor does not pay). The queue is unbounded as in the DataNode unless
 //! `--max-queue` bounds it; then a request that finds it full is rejected.
 //!
 //! Service time runs on a virtual timeline per handler. A real DataNode thread that finishes a
@@ -21,6 +23,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Instant;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
+
+/// How many times a request that finds every handler busy and nobody queued yields to other
+/// tasks and tries again before it queues (see [`HandlerPool::acquire`]).
+pub const BUSY_RETRIES: usize = 4;
 
 /// The queue was full (`--max-queue`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,10 +103,26 @@ impl HandlerPool {
         }
     }
 
-    /// Waits for a free handler, in arrival order.
+    /// Waits for a free handler, in arrival order among the requests queued (one that finds
+    /// every handler busy and none queued retries [`BUSY_RETRIES`] times first).
     pub async fn acquire(&self) -> Result<Handler, QueueFull> {
         if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
             return Ok(self.handler(permit));
+        }
+        // A handler busy for a moment (at echo sleep 0 a request holds it for microseconds) is
+        // retried a few times, between other tasks, before the request queues: a DataNode's
+        // handler takes its next task from the executor's queue without a hand-off, where a
+        // queued task here costs a waker and a wake-up. Same run, pool 1, 32 x 32 echo sleep 0
+        // with the measured profile: 24.9-32.0 k calls/s queueing at once, 28.8-34.9 k with the
+        // retries (7 of 8 rounds higher). Only while nobody is queued, so the queue stays FIFO.
+        for _ in 0..BUSY_RETRIES {
+            if self.waiting.load(Relaxed) > 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+            if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+                return Ok(self.handler(permit));
+            }
         }
         let bound = self.max_queue.load(Relaxed);
         // Reserve a queue slot; give it back if the queue is full.
@@ -202,6 +224,30 @@ mod tests {
         drop(busy);
         assert!(waiter.await.unwrap().is_ok());
         assert_eq!(pool.queued(), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_handler_freed_within_the_retries_is_taken_without_queueing() {
+        let pool = Arc::new(HandlerPool::new(1, None));
+        let busy = pool.acquire().await.unwrap();
+        let p = Arc::clone(&pool);
+        let brief = tokio::spawn(async move { p.acquire().await.map(|_| ()) });
+        // One turn for the spawned request: it finds the handler busy and retries, not queued.
+        tokio::task::yield_now().await;
+        assert_eq!(pool.queued(), 0);
+        drop(busy);
+        assert!(brief.await.unwrap().is_ok());
+        assert_eq!(pool.queued(), 0);
+        // A handler held past the retries: the request queues.
+        let busy = pool.acquire().await.unwrap();
+        let p = Arc::clone(&pool);
+        let long = tokio::spawn(async move { p.acquire().await.map(|_| ()) });
+        for _ in 0..=BUSY_RETRIES + 1 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(pool.queued(), 1);
+        drop(busy);
+        assert!(long.await.unwrap().is_ok());
     }
 
     #[tokio::test]
