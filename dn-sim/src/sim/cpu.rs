@@ -31,7 +31,7 @@
 //! same thread from running, much as the OS time-slices a DataNode's threads. Time is measured
 //! with the thread's CPU clock, so a burn on a busy machine takes longer by the wall clock, as
 //! the DataNode's work would; a burn of at most [`WALL_TIMED_BURN`] (a small message's) by the
-//! monotonic clock, which costs a tenth as much to read.
+//! monotonic clock, which costs a ninth as much to read.
 
 use crate::datanode::timer::sleep_until;
 use crate::sim::profile::CpuCost;

@@ -3,8 +3,8 @@
 //! dispatch until its response is produced, injected delays and echo sleeps included; the rest
 //! wait in FIFO order (tokio's semaphore is fair), after a few retries between other tasks when
 //! nobody is queued yet (a handler held for microseconds is free again by then, and queueing
-//! costs a wake-up the DataNode's executor does not pay). The queue is unbounded as in the DataNode unless
-//! `--max-queue` bounds it; then a request that finds it full is rejected.
+//! costs a wake-up the DataNode's executor does not pay). The queue is unbounded as in the
+//! DataNode unless `--max-queue` bounds it; then a request that finds it full is rejected.
 //!
 //! Service time runs on a virtual timeline per handler. A real DataNode thread that finishes a
 //! request picks up the next queued one at once; here the hand-over is a task wake-up, which on

@@ -87,8 +87,8 @@ pub struct Profile {
     /// How much longer than asked an echo's sleep holds the handler: the real DataNode's
     /// `Thread.sleep` wakes late, the later the longer it slept (measured on Ozone 2.2.0 here,
     /// pools 1–16: 0.11–0.25 ms late after 1 ms, 0.14–0.42 ms after 5 ms), more so among many
-    /// threads on few cores. The lateness is `handler_sleep_late` + `handler_sleep_late_per_ms` × the
-    /// milliseconds asked.
+    /// threads on few cores. The lateness is `handler_sleep_late` +
+    /// `handler_sleep_late_per_ms` × the milliseconds asked.
     pub handler_sleep_late: Duration,
     pub handler_sleep_late_per_ms: Duration,
     /// CPU really spent (`sim::cpu`): on the handler before it answers, and in the background.
