@@ -40,14 +40,16 @@ cp="$root/interop/ozone/target/classes-$version:$(cat "$root/interop/ozone/targe
 # The JVM flags Ozone needs on Java 17.
 . "$root/scripts/lib/ozone-java.sh"
 ozone_jvm_flags "$heap"
-# Ozone's native-library loader unpacks into the working directory: run from a scratch one.
+# Ozone's native-library loader unpacks into the working directory and the mini cluster's data
+# goes under java.io.tmpdir: both in one scratch directory, removed once the JVM has exited,
+# even if it was killed before its shutdown hook removed the data itself.
 work="$(mktemp -d "${TMPDIR:-/tmp}/real-datanode-cwd.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 # Not exec: the trap removes the scratch directory. The JVM gets the caller's SIGTERM forwarded
 # and reads the caller's stdin (closing it stops the DataNode).
 # (`<&0`: a background job's stdin would otherwise be /dev/null.)
-java "${jvm[@]}" -cp "$cp" org.ozonedn.interop.RealDatanode "${args[@]}" <&0 &
+java "${jvm[@]}" -Djava.io.tmpdir="$work" -cp "$cp" org.ozonedn.interop.RealDatanode "${args[@]}" <&0 &
 pid=$!
 trap 'kill -TERM "$pid" 2>/dev/null' TERM INT
 status=0

@@ -101,8 +101,10 @@ impl Process {
             let _ = self.child.wait().await;
             return;
         }
-        // The leader is gone; give what it started a moment, then make sure none is left.
-        let deadline = Instant::now() + Duration::from_secs(5);
+        // The leader is gone, but what it started may still be shutting down: the real
+        // DataNode's JVM takes about 8 s after SIGTERM (a `sh -c` leader dies at once) and
+        // removes its directories last; killed sooner it left ~600 MB behind each time.
+        let deadline = Instant::now() + STOP_GRACE;
         while group_alive(self.pgid) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
