@@ -45,11 +45,16 @@ pub struct Process {
     pgid: i32,
     stdin: Option<ChildStdin>,
     pub log: PathBuf,
+    /// The target's `TMPDIR`, removed once its whole process group is gone: what a target
+    /// killed mid-shutdown leaves there (a real DataNode's mini cluster, ~600 MB) goes with it.
+    scratch: Option<PathBuf>,
     stopped: bool,
 }
 
-/// How long a target has to exit after SIGTERM before it gets SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(30);
+/// How long a target has to exit after SIGTERM before it gets SIGKILL: above the harness's own
+/// shutdown limit (30 s, after which it deletes its data and halts), so that a DataNode hung in
+/// its shutdown is ended by the harness, which cleans up, rather than killed by us mid-way.
+const STOP_GRACE: Duration = Duration::from_secs(45);
 
 fn signal_group(pgid: i32, signal: i32) -> bool {
     // SAFETY: kill(2) with a negative pid signals the process group we created for this child.
@@ -99,6 +104,7 @@ impl Process {
             );
             signal_group(self.pgid, libc::SIGKILL);
             let _ = self.child.wait().await;
+            self.remove_scratch();
             return;
         }
         // The leader is gone, but what it started may still be shutting down: the real
@@ -110,6 +116,21 @@ impl Process {
         }
         if group_alive(self.pgid) {
             signal_group(self.pgid, libc::SIGKILL);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while group_alive(self.pgid) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        self.remove_scratch();
+    }
+
+    fn remove_scratch(&mut self) {
+        if let Some(dir) = self.scratch.take() {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("conformance: cannot remove {}: {e}", dir.display());
+                }
+            }
         }
     }
 
@@ -127,15 +148,24 @@ impl Drop for Process {
         self.stdin.take();
         if matches!(self.child.try_wait(), Ok(None)) || group_alive(self.pgid) {
             signal_group(self.pgid, libc::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            // Shorter than `stop`'s grace: this is an error path, and the scratch directory
+            // below goes whatever the target left in it.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while (matches!(self.child.try_wait(), Ok(None)) || group_alive(self.pgid))
+                && Instant::now() < deadline
+            {
                 std::thread::sleep(Duration::from_millis(50));
             }
             if matches!(self.child.try_wait(), Ok(None)) || group_alive(self.pgid) {
                 signal_group(self.pgid, libc::SIGKILL);
                 let _ = self.child.start_kill();
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while group_alive(self.pgid) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
         }
+        self.remove_scratch();
     }
 }
 
@@ -173,6 +203,7 @@ fn spawn(mut cmd: Command, label: &str, log: &Path) -> anyhow::Result<Process> {
         pgid,
         stdin,
         log: log.to_path_buf(),
+        scratch: None,
         stopped: false,
     })
 }
@@ -221,11 +252,15 @@ pub async fn start_real(
         info.display().to_string(),
     ];
     args.extend(config_args(config));
-    let mut process = spawn(
-        shell(command_line, "real-datanode", &args),
-        "real DataNode",
-        &log,
-    )?;
+    // The harness scripts make their scratch directory under $TMPDIR; one of ours, so that
+    // nothing of it outlives the run even if the DataNode has to be killed.
+    let scratch = work.join(format!("real-{index}.tmp"));
+    std::fs::create_dir_all(&scratch)
+        .with_context(|| format!("cannot create {}", scratch.display()))?;
+    let mut command = shell(command_line, "real-datanode", &args);
+    command.env("TMPDIR", &scratch);
+    let mut process = spawn(command, "real DataNode", &log)?;
+    process.scratch = Some(scratch);
     let stdout = process.child.stdout.take().expect("stdout is piped");
     let mut lines = BufReader::new(stdout).lines();
     let deadline = tokio::time::Instant::now() + timeout;
@@ -532,6 +567,7 @@ mod tests {
         .to_string();
         assert!(err.contains("exited before it was ready"), "{err}");
         assert!(err.contains("starting"), "{err}");
+        assert!(!dir.path().join("real-0.tmp").exists());
     }
 
     #[tokio::test]
@@ -540,6 +576,7 @@ mod tests {
         // A stand-in that follows the protocol: parses --info, writes it, prints the line, waits
         // for stdin to close.
         let script = r#"while [ $# -gt 0 ]; do case "$1" in --info) info="$2"; shift;; esac; shift; done;
+            mkdir "${TMPDIR:?}/cluster" && echo data > "$TMPDIR/cluster/block";
             printf 'datanode 127.0.0.1:1\nuuid 3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab\nhttp 127.0.0.1:2\n' > "$info";
             echo 'datanode 127.0.0.1:1'; cat > /dev/null; :"#;
         let mut config = Config::new();
@@ -564,8 +601,13 @@ mod tests {
                 pipeline: None,
             }
         );
+        // What the target wrote under its TMPDIR is in the run's work directory, and goes
+        // with the target.
+        let scratch = dir.path().join("real-0.tmp");
+        assert!(scratch.join("cluster/block").is_file());
         let pgid = process.pgid;
         process.stop().await;
         assert!(!group_alive(pgid));
+        assert!(!scratch.exists());
     }
 }
