@@ -39,8 +39,13 @@
 # the +/-10 % band), and the profile to PROFILE. Takes about 40 minutes.
 #
 # Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 5] [--out DIR]
-#                            [--profile FILE]
+#                            [--profile FILE] [--heap SIZE]
 #   --duration, --warmup, --repeats: of the validation cells (the fit's: 3 runs of 3 s after 1 s).
+#   --heap    the real DataNode's maximum heap (scripts/real-datanode.sh --heap); default
+#             `default`: the JVM's own, a quarter of the machine's memory, which is what Ozone's
+#             launcher gives a DataNode when OZONE_HEAPSIZE_MAX is unset (with the harness's
+#             1g, 32 answers of 10 MiB in flight kept its JVM in GC: 5.7-6.4 calls/s against
+#             7.1-7.7 with the default, Ozone 2.2.0 here).
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
 #             profile (checked on dn-sim) loaded by dn-sim, its stages on /prom, and 2 cells of 1 s on both
 #             (echo sleep 2 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
@@ -56,7 +61,7 @@ cd "$root"
 . scripts/lib.sh
 . scripts/lib/real-datanode.sh
 
-duration=4s warmup=1s repeats=5 jvm_warmup=1 version=2.2.0 quick=0 out="" profile=""
+duration=4s warmup=1s repeats=5 jvm_warmup=1 version=2.2.0 quick=0 out="" profile="" heap=default
 cal_duration=3s cal_warmup=1s cal_rounds=3
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -66,11 +71,14 @@ while [ $# -gt 0 ]; do
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --heap) heap="${2:?$1 needs a value}"; shift 2 ;;
+        -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "exp-twin.sh: --repeats: '$repeats' is not a count of 1 or more" >&2; exit 2; }
+[[ $heap == default || $heap =~ ^[1-9][0-9]*[kKmMgG]?$ ]] ||
+    { echo "exp-twin.sh: --heap: '$heap' is not a size such as 6g, or default" >&2; exit 2; }
 if [ "$quick" = 1 ]; then
     cal_duration=500ms cal_warmup=200ms cal_rounds=1 duration=1s warmup=300ms jvm_warmup=0 repeats=1
     out="${out:-target/exp-twin-quick}"
@@ -80,6 +88,12 @@ out="${out:-results}"
 mkdir -p "$out" "$(dirname "$profile")"
 
 harness_setup exp-twin.sh "$version" || exit $?
+# The heap the table's header names: the JVM's ergonomic choice when no -Xmx is given.
+heap_note="$heap"
+if [ "$heap" = default ]; then
+    heap_note="the JVM's default, $(java -XX:+UseG1GC -XX:+PrintFlagsFinal -version 2>/dev/null |
+        awk '$2 == "MaxHeapSize" { printf "%.1f GiB", $4 / 2^30 }')"
+fi
 if [ -z "${LOADGEN:-}" ] || [ -z "${DN_SIM:-}" ]; then
     cargo build -q --release -p loadgen -p dn-sim
 fi
@@ -106,7 +120,7 @@ dn_wire=(--http2-stream-window 1MB --http2-connection-window 1MB --http2-max-fra
 
 start_real() {
     echo "real DataNode $version, $per_volume=$1" >&2
-    real_dn_start "$work" "$version" --containers "1-$containers" -D "$per_volume=$1" ||
+    real_dn_start "$work" "$version" --containers "1-$containers" --heap "$heap" -D "$per_volume=$1" ||
         { echo "exp-twin.sh: the real DataNode did not start" >&2; exit 1; }
     [ "$jvm_warmup" = 0 ] || warm_real "$1"
 }
@@ -285,10 +299,10 @@ else
 fi
 
 cp "$csv" "$out/exp-twin.csv"
-python3 - "$csv" "$out/exp-twin.md" "$out/exp-twin.svg" "$duration" "$warmup" "$version" "$profile" "$quick" "$jit_warmups" <<'PY'
+python3 - "$csv" "$out/exp-twin.md" "$out/exp-twin.svg" "$duration" "$warmup" "$version" "$profile" "$quick" "$jit_warmups" "$heap_note" <<'PY'
 import csv, math, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-md, svg, duration, warmup, version, profile, quick, jit_warmups = sys.argv[2:10]
+md, svg, duration, warmup, version, profile, quick, jit_warmups, heap = sys.argv[2:11]
 def f(x):
     try:
         return float(x)
@@ -309,7 +323,7 @@ def paired(real, sim, key):
               if sims.get((r["group"], r["round"]), 0) > 0]
     return statistics.median(ratios) if ratios else float("nan")
 rounds = max((int(r["round"]) for r in rows), default=1)
-lines = [f"Real Ozone {version} DataNode vs dn-sim --profile {profile}, same machine, one run; "
+lines = [f"Real Ozone {version} DataNode (maximum heap: {heap}) vs dn-sim --profile {profile}, same machine, one run; "
          f"{duration} cells after {warmup} warm-up, each on the real DataNode then on dn-sim, "
          f"{rounds} round(s); the medians of the rounds"
          f"{' (QUICK: one pool, not a validation)' if quick == '1' else ''}.",

@@ -12,7 +12,8 @@
 #   --containers     container IDs to create, e.g. 1-100 (default 1); SCM numbers them 1, 2, 3, …
 #   --info FILE      also write `datanode ADDR`, `uuid UUID`, `http ADDR` (/prom), `version V`
 #   --conf-out FILE  also write the cluster's configuration (Hadoop XML) for `freon -conf FILE`
-#   --heap           the JVM's maximum heap (default 1g)
+#   --heap           the JVM's maximum heap (default 1g; `default`: no -Xmx, the JVM's default,
+#                    a quarter of the memory, as Ozone's launcher without OZONE_HEAPSIZE_MAX)
 #   -D key=value     an Ozone configuration key for the cluster and so the DataNode, e.g.
 #                    -D hdds.datanode.read.chunk.threads.per.volume=1
 set -euo pipefail
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
         --containers|--info|--conf-out|-D) [ $# -ge 2 ] || { echo "real-datanode.sh: $1 needs a value" >&2; exit 2; }
             args+=("$1" "$2"); shift 2 ;;
         -D*) args+=("$1"); shift ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "real-datanode.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
