@@ -125,12 +125,11 @@ impl Process {
     }
 
     fn remove_scratch(&mut self) {
-        if let Some(dir) = self.scratch.take() {
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    eprintln!("conformance: cannot remove {}: {e}", dir.display());
-                }
-            }
+        if let Some(dir) = self.scratch.take()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("conformance: cannot remove {}: {e}", dir.display());
         }
     }
 
