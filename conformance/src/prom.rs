@@ -18,7 +18,8 @@
 //!   `_avg_time`, `_stdev_time`, `_min_time`, `_max_time`, `_imin_time`, `_imax_time`) and a
 //!   summary's quantiles (durations) are compared for presence only, except Ratis's: its
 //!   exporter types every Dropwizard counter `gauge`, and its gauges are counts and log
-//!   indexes, so a `ratis_*` gauge's delta is compared (a summary's `_count` is a counter).
+//!   indexes, so a `ratis_*` gauge's delta is compared (a summary's `_count` is a counter),
+//!   except `ratis_server_peerCommitIndex` (see [`RACY_RATIS_GAUGES`]).
 //! - The answer of a `prom` step: `{"prom": {NAME: {"type": T, "series": {LABELS: DELTA |
 //!   "present"}}, …}}`, or `NAME: "absent"` when the target has no series of that name.
 
@@ -37,6 +38,15 @@ const GAUGE_SUFFIXES: [&str; 6] = [
     "_imin_time",
     "_imax_time",
 ];
+
+/// Ratis gauges compared for presence only, because a real DataNode's value after a scenario
+/// depends on a race. `ratis_server_peerCommitIndex` reads Ratis's commit-info cache, which
+/// (Ratis 3.2.1, Ozone 2.2.0's) is updated only when a reply's or a group info's commit infos
+/// are built (`RaftServerImpl.getCommitInfos`), not when the log commits: in a one-node group
+/// the metadata entry Ratis appends after a commit may commit after the scenario's last reply,
+/// and the gauge then trails by one until the next scenario's first reply (seen once in many
+/// runs: +5 and then +1 where the real DataNode usually shows +6 and +0).
+const RACY_RATIS_GAUGES: [&str; 1] = ["ratis_server_peerCommitIndex"];
 
 /// At most this many unparsable samples are remembered per scrape.
 const MAX_SKIPPED: usize = 1000;
@@ -290,7 +300,7 @@ pub fn snapshot(text: &str, own_group: Option<&str>) -> Snapshot {
 pub fn is_gauge(name: &str, kind: Option<&str>) -> bool {
     match kind {
         Some("summary") => true,
-        Some("gauge") => !name.starts_with("ratis_"),
+        Some("gauge") => !name.starts_with("ratis_") || RACY_RATIS_GAUGES.contains(&name),
         _ => GAUGE_SUFFIXES.iter().any(|s| name.ends_with(s)),
     }
 }
@@ -583,6 +593,8 @@ odd{a="x\"y\\z",b="3f2b8c1e-9a4d-4e1b-8f0a-1234567890ab",c="127.0.0.1:9859",d="/
         assert!(!is_gauge("ratis_server_retryCacheHitCount", Some("gauge")));
         assert!(is_gauge("ratis_server_clientWriteRequest", Some("summary")));
         assert!(!is_gauge("ratis_server_clientWriteRequest_count", None));
+        assert!(!is_gauge("ratis_state_machine_appliedIndex", Some("gauge")));
+        assert!(is_gauge("ratis_server_peerCommitIndex", Some("gauge")));
     }
 
     #[test]
