@@ -34,7 +34,8 @@
 # calls/s or MB/s, p50 and p99 on each, real / dn-sim (the median of the rounds' pairs), the real
 # DataNode's spread between rounds, the share of each cell its JVM spent in GC pauses (its
 # /prom), and whether the cell meets the goals: calls/s and MB/s within 10 % and 15 %, p50 15 %,
-# p99 25 %; a missed cell says by how much, whether the real DataNode itself varied more than the goal, and its GC share from 2 %),
+# p99 25 %; a missed cell says by how much, whether the real DataNode itself varied more than
+# the goal, and its GC share from 2 %),
 # OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
 # the +/-10 % band), and the profile to PROFILE. Takes about 40 minutes.
 #
@@ -72,7 +73,7 @@ while [ $# -gt 0 ]; do
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
         --heap) heap="${2:?$1 needs a value}"; shift 2 ;;
-        -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -56,6 +56,27 @@ pub struct Process {
 /// its shutdown is ended by the harness, which cleans up, rather than killed by us mid-way.
 const STOP_GRACE: Duration = Duration::from_secs(45);
 
+/// How long a SIGKILLed group may take to be gone before its scratch directory is removed.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits up to `limit` for every process of the group to be gone; whether they are.
+async fn group_gone(pgid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while group_alive(pgid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    !group_alive(pgid)
+}
+
+/// [`group_gone`] for `Drop`, which cannot await.
+fn group_gone_blocking(pgid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while group_alive(pgid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !group_alive(pgid)
+}
+
 fn signal_group(pgid: i32, signal: i32) -> bool {
     // SAFETY: kill(2) with a negative pid signals the process group we created for this child.
     unsafe { libc::kill(-pgid, signal) == 0 }
@@ -104,22 +125,16 @@ impl Process {
             );
             signal_group(self.pgid, libc::SIGKILL);
             let _ = self.child.wait().await;
+            group_gone(self.pgid, KILL_WAIT).await;
             self.remove_scratch();
             return;
         }
         // The leader is gone, but what it started may still be shutting down: the real
         // DataNode's JVM takes about 8 s after SIGTERM (a `sh -c` leader dies at once) and
         // removes its directories last; killed sooner it left ~600 MB behind each time.
-        let deadline = Instant::now() + STOP_GRACE;
-        while group_alive(self.pgid) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        if group_alive(self.pgid) {
+        if !group_gone(self.pgid, STOP_GRACE).await {
             signal_group(self.pgid, libc::SIGKILL);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while group_alive(self.pgid) && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            group_gone(self.pgid, KILL_WAIT).await;
         }
         self.remove_scratch();
     }
@@ -158,10 +173,7 @@ impl Drop for Process {
             if matches!(self.child.try_wait(), Ok(None)) || group_alive(self.pgid) {
                 signal_group(self.pgid, libc::SIGKILL);
                 let _ = self.child.start_kill();
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while group_alive(self.pgid) && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
+                group_gone_blocking(self.pgid, KILL_WAIT);
             }
         }
         self.remove_scratch();

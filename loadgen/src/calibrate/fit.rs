@@ -827,6 +827,13 @@ mod tests {
         }
     }
 
+    /// `c` with the machine's CPU per call measured (ms), on the baseline or the target.
+    fn with_cpu(mut c: Cell, ms: f64, baseline: bool) -> Cell {
+        c.machine_cpu_ms_per_call = Some(ms);
+        c.baseline = baseline;
+        c
+    }
+
     #[test]
     fn loops_follow_xceiver_server_grpc() {
         assert_eq!(
@@ -874,11 +881,6 @@ mod tests {
 
     #[test]
     fn the_cpu_stage_is_what_serves_the_targets_rate_on_the_baselines_machine() {
-        let with_cpu = |mut c: Cell, ms: f64, baseline: bool| {
-            c.machine_cpu_ms_per_call = Some(ms);
-            c.baseline = baseline;
-            c
-        };
         let mut write = echo(10, 8, 8, 0, 400.0, 20.0);
         write.kind = Kind::Write;
         write.req_bytes = 1 << 20;
@@ -947,11 +949,6 @@ mod tests {
 
     #[test]
     fn a_pool_with_one_event_loop_is_priced_by_its_loop_not_by_cpu() {
-        let with_cpu = |mut c: Cell, ms: f64, baseline: bool| {
-            c.machine_cpu_ms_per_call = Some(ms);
-            c.baseline = baseline;
-            c
-        };
         // The baseline serves 40,000 calls/s at both pools with both cores busy. The target
         // matches it at pool 2 (4 loops), and serves 15 % fewer at pool 10 (one loop), where its
         // CPU per call is higher only because the same busy machine served fewer calls.
@@ -978,11 +975,6 @@ mod tests {
 
     #[test]
     fn the_check_moves_the_handlers_excess_per_response_byte_to_the_background() {
-        let with_cpu = |mut c: Cell, ms: f64, baseline: bool| {
-            c.machine_cpu_ms_per_call = Some(ms);
-            c.baseline = baseline;
-            c
-        };
         let cells = vec![
             echo(10, 1, 1, 0, 1e3 / 0.13, 0.13),
             with_cpu(echo(0, 1, 1, 0, 1e3 / 0.1, 0.1), 0.1, true),
