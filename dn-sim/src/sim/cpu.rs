@@ -26,9 +26,16 @@
 //! throughput; dn-sim's own burns would fill both cores and serve a 1 MiB echo 20 % faster than
 //! the DataNode did.
 //!
-//! The handler's burn runs on a runtime thread in slices of [`SLICE`] of thread CPU time with a
-//! yield between, so a long burn (a 10 MiB response) does not keep the connections' tasks on the
-//! same thread from running, much as the OS time-slices a DataNode's threads. Time is measured
+//! A handler's burn of at least [`BLOCKING_BURN`] (a large payload's) runs in one piece on its
+//! runtime thread inside `tokio::task::block_in_place`, which hands that thread's other tasks
+//! (the connections') to another thread first: the burn is then a thread spinning as a
+//! DataNode's handler thread computes, time-sliced against everything else by the OS. Why not
+//! slices with a yield between on the runtime thread, as before: a yield on an otherwise idle
+//! runtime parks the worker and hands the task to its sibling, a wake-up of an idle core each
+//! time, and at one request in flight those gaps made a 1 MiB echo's 11.4 ms burn take 12.5 ms
+//! on the wall clock (10 % slower than the DataNode it was fitted to). Shorter burns (and every
+//! burn on a current-thread runtime, where there is no other thread) run in slices of [`SLICE`]
+//! with a yield between. Time is measured
 //! with the thread's CPU clock, so a burn on a busy machine takes longer by the wall clock, as
 //! the DataNode's work would; a burn of at most [`WALL_TIMED_BURN`] (a small message's) by the
 //! monotonic clock, which costs a ninth as much to read.
@@ -46,6 +53,10 @@ const META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::IN
 
 /// A handler's burn yields to other tasks after each slice of this much CPU.
 pub const SLICE: Duration = Duration::from_micros(250);
+
+/// A handler's burn this long or longer runs in one piece on a thread of its own
+/// (`block_in_place`) on a multi-thread runtime.
+pub const BLOCKING_BURN: Duration = Duration::from_millis(1);
 
 /// How far ahead of now a request's turn on the capacity's timeline may be and still pass
 /// without waiting (a wait is a timer wake-up; the capacity's rate is kept by the reservation).
@@ -83,6 +94,12 @@ fn thread_cpu_ns() -> u64 {
 /// preempted, so its wall time is its CPU time; longer burns keep the CPU clock, which a busy
 /// machine's preemption does not fool.
 pub const WALL_TIMED_BURN: Duration = Duration::from_micros(20);
+
+/// Whether this task runs on a multi-thread runtime (where `block_in_place` may be called).
+fn on_multi_thread_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
 
 /// Spins until this thread has used `ns` more CPU time; returns the CPU time used (for a burn
 /// up to [`WALL_TIMED_BURN`], the wall time spun).
@@ -267,6 +284,10 @@ impl CpuStage {
         }
         let slice = SLICE.as_nanos() as u64;
         let mut burnt = 0;
+        if left >= BLOCKING_BURN.as_nanos() as u64 && on_multi_thread_runtime() {
+            burnt = tokio::task::block_in_place(|| spin(left));
+            left = 0;
+        }
         while left > 0 {
             let used = spin(left.min(slice)).max(1);
             burnt += used;
@@ -371,6 +392,54 @@ mod tests {
             .lines()
             .find_map(|l| l.strip_prefix("dn_sim_cpu_burn_seconds_count{where=\"background\"} "));
         assert!(matches!(background, None | Some("0")), "{text}");
+    }
+
+    #[test]
+    fn a_long_burn_runs_in_one_piece_on_a_multi_thread_runtime_and_in_slices_on_one_thread() {
+        let r = PrometheusBuilder::new().build_recorder();
+        // 5 ms: twenty slices, and at least BLOCKING_BURN.
+        let stage = CpuStage::new(cost(5000.0, 0.0), CpuCost::default(), 1, None, &r);
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        // Spawned, so that it runs on a worker, where block_in_place hands the worker's other
+        // tasks to another thread: one poll, no yield between slices.
+        let burn = multi.spawn(async move {
+            let n = polls_here(stage.serve(0, 0)).await;
+            (n, stage)
+        });
+        let (n, _stage) = multi.block_on(burn).unwrap();
+        assert_eq!(n, 1, "polls of a 5 ms burn on a multi-thread runtime");
+        // On a current-thread runtime there is no other thread: slices with a yield between.
+        let one = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let r = PrometheusBuilder::new().build_recorder();
+        let stage = CpuStage::new(cost(5000.0, 0.0), CpuCost::default(), 1, None, &r);
+        let n = one.block_on(polls_here(stage.serve(0, 0)));
+        assert!(
+            n >= 10,
+            "{n} polls of a 5 ms burn on a current-thread runtime"
+        );
+        assert_eq!(
+            value(
+                &r.handle().render(),
+                "dn_sim_cpu_burn_seconds_count{where=\"handler\"}"
+            ),
+            1.0
+        );
+    }
+
+    /// `fut`, counting its polls, as a future.
+    async fn polls_here<F: std::future::Future>(fut: F) -> u32 {
+        let mut fut = std::pin::pin!(fut);
+        let mut n = 0;
+        std::future::poll_fn(|cx| {
+            n += 1;
+            fut.as_mut().poll(cx).map(|_| n)
+        })
+        .await
     }
 
     #[test]
