@@ -122,6 +122,7 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
             break;
         }
     }
+    fitted.settle_check();
     Ok(())
 }
 

@@ -49,7 +49,8 @@ pub struct CalibrateArgs {
     /// Rounds of the profile's check on dn-sim (with --out, when the fit has a CPU stage): an
     /// embedded dn-sim runs the profile, the 1 MiB echo at one request in flight is measured
     /// there as on the target, and the handler's CPU per response byte beyond the target's
-    /// latency moves to the background. 0: no check.
+    /// latency moves to the background; the profile of the round nearest the target is kept.
+    /// 0: no check.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=9))]
     pub check_rounds: u32,
 
