@@ -26,6 +26,9 @@
 #    and the pool's cells go round --repeats times (default 5), so both see the same minutes of
 #    this shared machine; the table takes medians and shows the real DataNode's own spread; its
 #    ratios are each round's real / dn-sim (a pair run back to back), the median of the rounds.
+#    After pool 16's rounds the fit's loaded cells (1 MiB echoes and 1 MB writes, 8 x 8) run
+#    once more on the real DataNode: the table's header sets them beside the calibration's, the
+#    machine's drift over the run (dn-sim's burns take a fixed CPU time and do not follow it).
 # Each DataNode gets untimed load after its start until its JIT has settled (3 s runs of 0 B
 # echoes, 32 x 32, until two in a row agree within 5 %, at most 10; the calls/s of each run go
 # in the table's header), each cell its own --warmup. The
@@ -295,16 +298,26 @@ else
                 cell "$group" "$p" dn-sim "$sim_addr" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
             done < <(pool_cells "$p")
         done
+        if [ "$p" = 16 ]; then
+            # The machine's drift over the run: the fit's loaded cells again on the real DataNode
+            # (one event loop at pools 10 and 16, and 8 requests in flight under either pool).
+            echo "pool $p: the fit's loaded cells again (drift)" >&2
+            container=1
+            cell drift "$p" drift "$dn_addr" echo $((1 << 20)) 8 8 0
+            container=$next_container
+            cell drift "$p" drift "$dn_addr" write $((1 << 20)) 8 8 0
+        fi
         real_dn_stop
         stop_sim
     done
 fi
 
 cp "$csv" "$out/exp-twin.csv"
-python3 - "$csv" "$out/exp-twin.md" "$out/exp-twin.svg" "$duration" "$warmup" "$version" "$profile" "$quick" "$jit_warmups" "$heap_note" <<'PY'
-import csv, math, statistics, sys
+python3 - "$csv" "$out/exp-twin.md" "$out/exp-twin.svg" "$duration" "$warmup" "$version" "$profile" "$quick" "$jit_warmups" "$heap_note" \
+    "$out/exp-twin-fit-pool10.json" <<'PY'
+import csv, json, math, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-md, svg, duration, warmup, version, profile, quick, jit_warmups, heap = sys.argv[2:11]
+md, svg, duration, warmup, version, profile, quick, jit_warmups, heap, fit_cells = sys.argv[2:12]
 def f(x):
     try:
         return float(x)
@@ -325,6 +338,22 @@ def paired(real, sim, key):
               if sims.get((r["group"], r["round"]), 0) > 0]
     return statistics.median(ratios) if ratios else float("nan")
 rounds = max((int(r["round"]) for r in rows), default=1)
+# The drift: the fit's loaded cells at pool 10 (calibration) against the same cells on the real
+# DataNode at pool 16 after the validation; dn-sim's burns take a fixed CPU time, so a machine
+# slower in the validation than in the calibration leaves dn-sim fast where the CPU is the limit.
+drift = []
+try:
+    fitted = json.load(open(fit_cells))["cells"]
+except (OSError, ValueError, KeyError):
+    fitted = []
+for r in (r for r in rows if r["target"] == "drift"):
+    kind, nbytes = r["kind"], int(r["bytes"])
+    then = [c for c in fitted if not c.get("baseline") and c["kind"] == kind and c["threads"] == int(r["threads"])
+            and (c["resp_bytes"] if kind == "echo" else c["req_bytes"]) == nbytes]
+    if then:
+        was = then[0]["calls_per_s"] if kind == "echo" else then[0]["mb_per_s"]
+        drift.append(f"{r['cell'].replace('pool=16 ', '')} {was:.1f} then {f(r['value']):.1f} {r['unit']} "
+                     f"({f(r['value']) / was:.2f})")
 lines = [f"Real Ozone {version} DataNode (maximum heap: {heap}) vs dn-sim --profile {profile}, same machine, one run; "
          f"{duration} cells after {warmup} warm-up, each on the real DataNode then on dn-sim, "
          f"{rounds} round(s); the medians of the rounds"
@@ -335,7 +364,10 @@ lines = [f"Real Ozone {version} DataNode (maximum heap: {heap}) vs dn-sim --prof
          "real GC = the share of the cell's time (warm-up included) the real DataNode's JVM spent in GC pauses "
          "(jvm_metrics_gc_time_millis on its /prom, the median of the rounds); dn-sim has no GC.",
          *([f"JIT warm-up of each real DataNode start (3 s runs of 0 B echoes, 32 x 32, until two in a row agree "
-            f"within 5 %, at most 10; calls/s): {jit_warmups}."] if jit_warmups else []), "",
+            f"within 5 %, at most 10; calls/s): {jit_warmups}."] if jit_warmups else []),
+         *([f"The machine's drift over the run, the fit's loaded cells on the real DataNode in the calibration "
+            f"(pool 10) then after the validation (pool 16; one event loop at either): {'; '.join(drift)}."]
+           if drift else []), "",
          "| cell | unit | real | real spread | real GC | dn-sim | ratio | real p50 (ms) | dn-sim p50 (ms) | p50 ratio | real p99 (ms) | dn-sim p99 (ms) | p99 ratio | goals |",
          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 points, met, total, noisy = [], 0, 0, 0
