@@ -244,24 +244,32 @@ async fn the_cpu_stage_spends_cpu_and_the_floor_delays_only_early_answers() {
     let text = server.metrics().render_prom(&server.admission().pool);
     for needle in [
         "dn_sim_cpu_burn_seconds_count{where=\"handler\"} 20",
-        "dn_sim_latency_floor_wait_seconds_count 20",
         "dn_sim_cpu_background_debt_seconds 0",
     ] {
         assert!(text.contains(needle), "no '{needle}' in\n{text}");
     }
+    // Answered after 3 ms of CPU, an answer is early for the 8 ms floor and waits for it; on a
+    // busy machine a preempted burn may take the 8 ms by itself, so most, not all, waited.
+    let floor_waits = |text: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix("dn_sim_latency_floor_wait_seconds_count "))
+            .expect("the floor's series")
+            .parse()
+            .unwrap()
+    };
+    let early = floor_waits(&text);
+    assert!(
+        (10.0..=20.0).contains(&early),
+        "{early} early of 20\n{text}"
+    );
     // 16 requesters at once on a pool of 10: each answer waits for a handler behind others'
     // 3 ms burns, so the later ones are not early for the floor and do not wait for it.
     let clients = connect(&server, 4).await;
     echo_rate(&clients, 4, 64).await;
     let text = server.metrics().render_prom(&server.admission().pool);
-    let waited: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("dn_sim_latency_floor_wait_seconds_count "))
-        .expect("the floor's series")
-        .parse()
-        .unwrap();
+    let waited = floor_waits(&text);
     assert!(
-        waited < 20.0 + 64.0,
+        waited < early + 64.0,
         "every loaded answer waited for the floor:\n{text}"
     );
     server.shutdown().await;
