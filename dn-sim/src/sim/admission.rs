@@ -268,9 +268,15 @@ impl Admission {
         let staged = matches!(on, Executor::Handlers)
             && (self.stages.handler.is_some() || self.stages.cpu.is_some());
         if staged {
-            let answer = match &outcome {
-                Outcome::Answer(resp) => resp.encoded_len(),
-                _ => 0,
+            let (answer, echo_payload) = match &outcome {
+                Outcome::Answer(resp) => (
+                    resp.encoded_len(),
+                    resp.echo
+                        .as_ref()
+                        .and_then(|e| e.payload.as_ref())
+                        .map_or(0, |p| p.len()),
+                ),
+                _ => (0, 0),
             };
             // The handler's own time, held on its clock like an injected delay.
             if let Some(stage) = &self.stages.handler {
@@ -279,7 +285,7 @@ impl Admission {
             // The CPU the real DataNode spends beyond dn-sim's own, spent for real
             // (`sim::cpu`): the handler's part before it is free, the background's owed.
             if let Some(cpu) = &self.stages.cpu {
-                cpu.serve(size, answer).await;
+                cpu.serve(size, answer, echo_payload).await;
             }
         }
         held.busy_until(clock.end());

@@ -39,6 +39,15 @@
 //! with the thread's CPU clock, so a burn on a busy machine takes longer by the wall clock, as
 //! the DataNode's work would; a burn of at most [`WALL_TIMED_BURN`] (a small message's) by the
 //! monotonic clock, which costs a ninth as much to read.
+//!
+//! **An echo's payload** (`[cpu.echo_payload] per_byte_ns`): burnt on the handler before the
+//! rest, holding one lock for the whole stage. Why: a real DataNode (Ozone 2.0.0 to 2.2.0) makes
+//! an echo's random payload with commons-lang3's `RandomUtils` on a new `SecureRandom`, the
+//! JDK's NativePRNG, whose every instance mixes its output through one SHA1PRNG whose
+//! `engineNextBytes` is `synchronized`: one payload is made at a time, however many handlers
+//! and cores. The lock is a plain mutex, held by a thread spinning in `block_in_place` and, as
+//! a contended JVM monitor, not handed out in arrival order (which is what lengthens the
+//! DataNode's tail under load); on a current-thread runtime there is no one to contend with.
 
 use crate::datanode::timer::sleep_until;
 use crate::sim::profile::CpuCost;
@@ -46,7 +55,7 @@ use crate::sim::virtual_time::VirtualQueue;
 use metrics::{Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::PrometheusRecorder;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 const META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
@@ -146,6 +155,27 @@ pub struct CpuStage {
     shared: Arc<Shared>,
     burnt_handler: Histogram,
     capacity: Option<Capacity>,
+    echo_payload: Option<EchoPayload>,
+}
+
+/// `[cpu.echo_payload]`: an echo's payload, made under one lock for the whole stage.
+struct EchoPayload {
+    ns_per_byte: f64,
+    lock: Mutex<()>,
+    /// How long a payload waited for the lock.
+    wait: Histogram,
+}
+
+impl EchoPayload {
+    /// Burns `ns` holding the lock (after waiting for it); returns the CPU time used.
+    fn burn(&self, ns: u64) -> u64 {
+        let asked = Instant::now();
+        // Poisoning needs a panic while the lock is held, and spinning does not panic; the
+        // lock guards no data, so a poisoned one is as good.
+        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.wait.record(asked.elapsed().as_secs_f64());
+        spin(ns)
+    }
 }
 
 /// The cores' worth of the machine the burns may take together (`[cpu.capacity]`).
@@ -192,6 +222,7 @@ impl CpuStage {
         background: CpuCost,
         threads: usize,
         capacity_cores: Option<f64>,
+        echo_payload_ns_per_byte: f64,
         recorder: &PrometheusRecorder,
     ) -> Self {
         recorder.describe_histogram(
@@ -252,12 +283,31 @@ impl CpuStage {
                 ),
             }
         });
+        let echo_payload = (echo_payload_ns_per_byte.is_finite() && echo_payload_ns_per_byte > 0.0)
+            .then(|| {
+                recorder.describe_histogram(
+                    KeyName::from_const_str("dn_sim_cpu_echo_payload_wait_seconds"),
+                    Some(Unit::Seconds),
+                    SharedString::const_str(
+                        "How long an echo's payload waited for the one lock under which payloads are made ([cpu.echo_payload]; a real DataNode's SecureRandom)",
+                    ),
+                );
+                EchoPayload {
+                    ns_per_byte: echo_payload_ns_per_byte,
+                    lock: Mutex::new(()),
+                    wait: recorder.register_histogram(
+                        &Key::from_name("dn_sim_cpu_echo_payload_wait_seconds"),
+                        &META,
+                    ),
+                }
+            });
         let stage = Self {
             handler,
             background,
             burnt_handler: burnt("handler"),
             shared,
             capacity,
+            echo_payload,
         };
         if !background.is_zero() {
             for i in 0..threads {
@@ -274,16 +324,35 @@ impl CpuStage {
     }
 
     /// Burns the handler's CPU for a request of `request_bytes` answered with
-    /// `response_bytes`, in slices with a yield between, after its turn of the capacity (when
-    /// there is one); then owes the background its part.
-    pub async fn serve(&self, request_bytes: usize, response_bytes: usize) {
+    /// `response_bytes` (of them `echo_payload_bytes` an echo's payload), after its turn of the
+    /// capacity (when there is one): the echo's payload under the stage's one lock, the rest in
+    /// slices with a yield between; then owes the background its part.
+    pub async fn serve(
+        &self,
+        request_bytes: usize,
+        response_bytes: usize,
+        echo_payload_bytes: usize,
+    ) {
         let owed = self.background.nanos(request_bytes, response_bytes);
         let mut left = self.handler.nanos(request_bytes, response_bytes);
+        let payload = self
+            .echo_payload
+            .as_ref()
+            .map_or(0, |p| (p.ns_per_byte * echo_payload_bytes as f64) as u64);
         if let Some(c) = &self.capacity {
-            c.wait(c.reserve(left.saturating_add(owed))).await;
+            c.wait(c.reserve(left.saturating_add(owed).saturating_add(payload)))
+                .await;
         }
         let slice = SLICE.as_nanos() as u64;
         let mut burnt = 0;
+        if let Some(p) = self.echo_payload.as_ref().filter(|_| payload > 0) {
+            burnt += if on_multi_thread_runtime() {
+                tokio::task::block_in_place(|| p.burn(payload))
+            } else {
+                // One thread: no other handler to hold the lock meanwhile.
+                spin(payload)
+            };
+        }
         if left >= BLOCKING_BURN.as_nanos() as u64 && on_multi_thread_runtime() {
             burnt = tokio::task::block_in_place(|| spin(left));
             left = 0;
@@ -371,12 +440,12 @@ mod tests {
     fn the_handler_spends_its_cpu_before_it_answers() {
         let r = PrometheusBuilder::new().build_recorder();
         // 1 ms a message and 1 ns a response byte: 3 ms for a 2,000,000-byte answer.
-        let stage = CpuStage::new(cost(1000.0, 1.0), CpuCost::default(), 2, None, &r);
+        let stage = CpuStage::new(cost(1000.0, 1.0), CpuCost::default(), 2, None, 0.0, &r);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let before = thread_cpu_ns();
-        rt.block_on(stage.serve(100, 2_000_000));
+        rt.block_on(stage.serve(100, 2_000_000, 0));
         let used = thread_cpu_ns() - before;
         assert!(used >= 3_000_000, "{used} ns of CPU");
         let text = r.handle().render();
@@ -398,7 +467,7 @@ mod tests {
     fn a_long_burn_runs_in_one_piece_on_a_multi_thread_runtime_and_in_slices_on_one_thread() {
         let r = PrometheusBuilder::new().build_recorder();
         // 5 ms: twenty slices, and at least BLOCKING_BURN.
-        let stage = CpuStage::new(cost(5000.0, 0.0), CpuCost::default(), 1, None, &r);
+        let stage = CpuStage::new(cost(5000.0, 0.0), CpuCost::default(), 1, None, 0.0, &r);
         let multi = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .build()
@@ -406,7 +475,7 @@ mod tests {
         // Spawned, so that it runs on a worker, where block_in_place hands the worker's other
         // tasks to another thread: one poll, no yield between slices.
         let burn = multi.spawn(async move {
-            let n = polls_here(stage.serve(0, 0)).await;
+            let n = polls_here(stage.serve(0, 0, 0)).await;
             (n, stage)
         });
         let (n, _stage) = multi.block_on(burn).unwrap();
@@ -416,8 +485,8 @@ mod tests {
             .build()
             .unwrap();
         let r = PrometheusBuilder::new().build_recorder();
-        let stage = CpuStage::new(cost(5000.0, 0.0), CpuCost::default(), 1, None, &r);
-        let n = one.block_on(polls_here(stage.serve(0, 0)));
+        let stage = CpuStage::new(cost(5000.0, 0.0), CpuCost::default(), 1, None, 0.0, &r);
+        let n = one.block_on(polls_here(stage.serve(0, 0, 0)));
         assert!(
             n >= 10,
             "{n} polls of a 5 ms burn on a current-thread runtime"
@@ -446,13 +515,13 @@ mod tests {
     fn a_short_burn_is_timed_by_the_wall_clock_and_spends_at_least_its_time() {
         let r = PrometheusBuilder::new().build_recorder();
         // 5 µs a message: under WALL_TIMED_BURN, so spun by the monotonic clock.
-        let stage = CpuStage::new(cost(5.0, 0.0), CpuCost::default(), 1, None, &r);
+        let stage = CpuStage::new(cost(5.0, 0.0), CpuCost::default(), 1, None, 0.0, &r);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let start = Instant::now();
         for _ in 0..400 {
-            rt.block_on(stage.serve(0, 0));
+            rt.block_on(stage.serve(0, 0, 0));
         }
         // 400 burns of 5 µs: at least 2 ms spun, each burn counted.
         assert!(start.elapsed() >= Duration::from_millis(2));
@@ -473,12 +542,12 @@ mod tests {
         let r = PrometheusBuilder::new().build_recorder();
         // 1 ms on the handler and 1 ms owed to the background, at most half a core together:
         // each request takes 4 ms of the capacity's timeline.
-        let stage = CpuStage::new(cost(1000.0, 0.0), cost(1000.0, 0.0), 1, Some(0.5), &r);
+        let stage = CpuStage::new(cost(1000.0, 0.0), cost(1000.0, 0.0), 1, Some(0.5), 0.0, &r);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let start = Instant::now();
-        rt.block_on(stage.serve(0, 0));
+        rt.block_on(stage.serve(0, 0, 0));
         let text = r.handle().render();
         // Alone: its turn begins at once.
         assert_eq!(
@@ -487,7 +556,7 @@ mod tests {
             "{text}"
         );
         for _ in 0..4 {
-            rt.block_on(stage.serve(0, 0));
+            rt.block_on(stage.serve(0, 0, 0));
         }
         // Turns of 4 ms back to back: the fifth begins 16 ms after the first, and burns 1 ms.
         let least = Duration::from_millis(17) - CAPACITY_SLACK;
@@ -500,21 +569,74 @@ mod tests {
         );
         // With the machine's cores (none given), no wait is recorded at all.
         let r = PrometheusBuilder::new().build_recorder();
-        let free = CpuStage::new(cost(1000.0, 0.0), cost(1000.0, 0.0), 1, None, &r);
-        rt.block_on(free.serve(0, 0));
+        let free = CpuStage::new(cost(1000.0, 0.0), cost(1000.0, 0.0), 1, None, 0.0, &r);
+        rt.block_on(free.serve(0, 0, 0));
         assert!(!r.handle().render().contains("capacity_wait"));
+    }
+
+    #[test]
+    fn echo_payloads_are_made_one_at_a_time_under_the_stages_lock() {
+        let r = PrometheusBuilder::new().build_recorder();
+        // 10 ns a payload byte: 50 ms for a 5,000,000-byte echo, nothing else.
+        let stage = Arc::new(CpuStage::new(
+            CpuCost::default(),
+            CpuCost::default(),
+            1,
+            None,
+            10.0,
+            &r,
+        ));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        // Two echoes at once, each on a worker of its own: whichever comes second waits for
+        // the first's whole payload, though a core is free for it.
+        let serves: Vec<_> = (0..2)
+            .map(|_| {
+                let s = Arc::clone(&stage);
+                rt.spawn(async move { s.serve(100, 5_000_100, 5_000_000).await })
+            })
+            .collect();
+        for s in serves {
+            rt.block_on(s).unwrap();
+        }
+        let text = r.handle().render();
+        assert_eq!(
+            value(&text, "dn_sim_cpu_echo_payload_wait_seconds_count"),
+            2.0,
+            "{text}"
+        );
+        let waited = value(&text, "dn_sim_cpu_echo_payload_wait_seconds_sum");
+        // The second waited for much of the first's 50 ms (on a busy machine the two may not
+        // start together; tens of ms apart is rare).
+        assert!(waited >= 0.010, "waited {waited} s in all\n{text}");
+        // Both burnt their payload on the handler.
+        assert!(
+            value(&text, "dn_sim_cpu_burn_seconds_sum{where=\"handler\"}") >= 0.100,
+            "{text}"
+        );
+        // A request that is not an echo's payload takes no lock.
+        rt.block_on(stage.serve(100, 5_000_100, 0));
+        assert_eq!(
+            value(
+                &r.handle().render(),
+                "dn_sim_cpu_echo_payload_wait_seconds_count"
+            ),
+            2.0
+        );
     }
 
     #[test]
     fn the_background_spends_what_is_owed_and_drops_beyond_its_bound() {
         let r = PrometheusBuilder::new().build_recorder();
-        let stage = CpuStage::new(CpuCost::default(), cost(2000.0, 0.0), 1, None, &r);
+        let stage = CpuStage::new(CpuCost::default(), cost(2000.0, 0.0), 1, None, 0.0, &r);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let before = thread_cpu_ns();
         for _ in 0..5 {
-            rt.block_on(stage.serve(0, 0)); // 10 ms owed in all, none spent here
+            rt.block_on(stage.serve(0, 0, 0)); // 10 ms owed in all, none spent here
         }
         assert!(thread_cpu_ns() - before < 5_000_000);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -534,7 +656,7 @@ mod tests {
         }
         assert!(spent(&r) < 0.05);
         // Owing more than the bound (1 s a thread) drops the excess.
-        let big = CpuStage::new(CpuCost::default(), cost(600_000.0, 0.0), 1, None, &r);
+        let big = CpuStage::new(CpuCost::default(), cost(600_000.0, 0.0), 1, None, 0.0, &r);
         big.owe(600_000_000);
         big.owe(600_000_000);
         big.owe(600_000_000);

@@ -40,6 +40,8 @@
 //! per_response_byte_ns = 2.0
 //! [cpu.capacity]              # the cores' worth the burns may take together (none: all)
 //! cores = 1.6
+//! [cpu.echo_payload]          # an echo's random payload, made under one lock a process
+//! per_byte_ns = 6.0
 //!
 //! [latency]                   # the least time from a request's arrival to its answer
 //! floor_us = 40.0
@@ -97,6 +99,12 @@ pub struct Profile {
     /// `[cpu.capacity] cores`: how many cores' worth the CPU stage's burns may take together
     /// (none: as many as the machine gives them).
     pub cpu_capacity_cores: Option<f64>,
+    /// `[cpu.echo_payload] per_byte_ns`: CPU an echo's response payload costs per byte under
+    /// one lock for the whole process (0: none). Why: a real DataNode (Ozone 2.0.0 to 2.2.0)
+    /// makes the payload with commons-lang3's `RandomUtils` on a `SecureRandom` (the JDK's
+    /// NativePRNG), whose SHA1PRNG mixing is `synchronized` on one instance a JVM: however many
+    /// handlers and cores, one echo's payload is made at a time.
+    pub cpu_echo_payload_ns_per_byte: f64,
     /// The least time from a request's arrival to its answer (thread hand-offs that cost no
     /// CPU); zero: none.
     pub latency_floor: Duration,
@@ -290,6 +298,15 @@ struct CpuPair {
     background: CpuCost,
     #[serde(default)]
     capacity: Option<CpuCapacity>,
+    #[serde(default)]
+    echo_payload: EchoPayloadCost,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EchoPayloadCost {
+    #[serde(default)]
+    per_byte_ns: f64,
 }
 
 #[derive(Deserialize)]
@@ -367,6 +384,11 @@ impl Profile {
             }
             None => None,
         };
+        MessageCost {
+            per_message_us: 0.0,
+            per_byte_ns: file.cpu.echo_payload.per_byte_ns,
+        }
+        .check("cpu.echo_payload")?;
         let latency_floor = micros(file.latency.floor_us, "latency.floor_us")?;
         let handler_sleep_late = micros(file.handler.sleep.late_us, "handler.sleep.late_us")?;
         let handler_sleep_late_per_ms = micros(
@@ -395,6 +417,7 @@ impl Profile {
             cpu_handler: file.cpu.handler,
             cpu_background: file.cpu.background,
             cpu_capacity_cores,
+            cpu_echo_payload_ns_per_byte: file.cpu.echo_payload.per_byte_ns,
             latency_floor,
             fit: file.fit,
         })
@@ -416,6 +439,7 @@ impl Profile {
             && self.handler_sleep_late_per_ms.is_zero()
             && self.cpu_handler.is_zero()
             && self.cpu_background.is_zero()
+            && self.cpu_echo_payload_ns_per_byte == 0.0
             && self.latency_floor.is_zero()
     }
 }
@@ -448,6 +472,7 @@ mod tests {
         assert_eq!(p.cpu_handler.nanos(1000, 2000), 8_000 + 500 + 2_000);
         assert_eq!(p.cpu_background.nanos(1000, 0), 12_000);
         assert_eq!(p.cpu_capacity_cores, Some(1.6));
+        assert_eq!(p.cpu_echo_payload_ns_per_byte, 6.0);
         assert_eq!(p.latency_floor, Duration::from_micros(40));
         assert_eq!(p.handler_sleep_late, Duration::from_micros(100));
         assert_eq!(p.handler_sleep_late_per_ms, Duration::from_micros(20));
@@ -478,6 +503,7 @@ mod tests {
     fn stage_tables_are_optional_and_cost_nothing() {
         let p = Profile::parse(MINIMAL).unwrap();
         assert!(p.is_free());
+        assert_eq!(p.cpu_echo_payload_ns_per_byte, 0.0);
         assert_eq!(p.event_loop_request.nanos(1 << 20), 0);
         assert_eq!(p.release_text, "2.2.0");
     }
@@ -524,6 +550,14 @@ mod tests {
             (
                 &format!("{MINIMAL}[cpu.capacity]\ncores = 2.5\n"),
                 "cpu.capacity.cores must be above 0 and at most machine.cores (2), not 2.5",
+            ),
+            (
+                &format!("{MINIMAL}[cpu.echo_payload]\nper_byte_ns = -1.0\n"),
+                "cpu.echo_payload.per_byte_ns must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[cpu.echo_payload]\nper_message_us = 1.0\n"),
+                "unknown field `per_message_us`",
             ),
             (
                 &format!("{MINIMAL}[cpu.background]\nper_response_byte_ns = -2.0\n"),

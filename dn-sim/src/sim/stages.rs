@@ -501,7 +501,9 @@ impl Stages {
             && p.handler_response.is_zero()
             && p.handler_sleep_late.is_zero()
             && p.handler_sleep_late_per_ms.is_zero());
-        let cpu_cost = !(p.cpu_handler.is_zero() && p.cpu_background.is_zero());
+        let cpu_cost = !(p.cpu_handler.is_zero()
+            && p.cpu_background.is_zero()
+            && p.cpu_echo_payload_ns_per_byte == 0.0);
         Self {
             event_loops: loops_cost.then(|| {
                 EventLoops::for_pool(
@@ -529,6 +531,7 @@ impl Stages {
                     p.cpu_background,
                     p.cores,
                     p.cpu_capacity_cores,
+                    p.cpu_echo_payload_ns_per_byte,
                     recorder,
                 )
             }),
