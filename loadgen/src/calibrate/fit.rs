@@ -154,6 +154,10 @@ pub struct Fitted {
     /// `[cpu.capacity] cores`: the busy cores at which the CPU stage was priced (none without
     /// a CPU stage).
     pub cpu_capacity_cores: Option<f64>,
+    /// `[cpu.echo_payload] per_byte_ns`: the handler's CPU a byte of an echo's payload that is
+    /// spent under one lock for the whole DataNode (0 without a CPU stage or loaded echoes of
+    /// a payload).
+    pub echo_payload_ns_per_byte: f64,
     /// `[handler.sleep] late_us`: how much longer than asked an echo's sleep holds the
     /// target's handler, beyond what dn-sim's own does (0 without sleep cells on both), and
     /// `late_per_ms_us`: how much later a millisecond more of sleep wakes (0 unless cells slept
@@ -579,6 +583,25 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
             .map(|(t, b)| (f64::from(t.sleep_ms), hold_us(t) - b - own_us))
             .collect::<Vec<_>>(),
     );
+    // An echo's payload is made under one lock for the whole DataNode (its SecureRandom's
+    // SHA1PRNG, `synchronized`): priced at what lets the fastest loaded echo of a payload run
+    // through that lock alone, at most the handler's CPU a response byte (the lock's work is
+    // part of it, taken out of it below).
+    let echo_payload_ns_per_byte = cpu.as_ref().map_or(0.0, |cpu| {
+        cells
+            .iter()
+            .filter(|c| c.kind == Kind::Echo && c.resp_bytes > 0 && c.in_flight() > 1)
+            .map(|c| 1e9 / (c.calls_per_s.max(1e-9) * c.resp_bytes as f64))
+            .min_by(f64::total_cmp)
+            .map_or(0.0, |ns| ns.min(cpu.handler[2]))
+    });
+    let payload_bound = |c: &Cell| {
+        if c.kind == Kind::Echo && c.resp_bytes > 0 && echo_payload_ns_per_byte > 0.0 {
+            1e9 / (echo_payload_ns_per_byte * c.resp_bytes as f64)
+        } else {
+            f64::INFINITY
+        }
+    };
     // Residuals: every cell against the fitted model.
     let mut residuals: Vec<(String, &'static str, f64, f64)> = cells
         .iter()
@@ -590,7 +613,8 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
                     handler_us + handler_byte_share * resp_ns_per_byte * b / 1e3,
                 );
                 let r = echo_base_ms + t_resp * b / 1e6;
-                let x = predict(c, cores, r, l, h + handler_cpu_us(c), cpu_bound(c));
+                let x = predict(c, cores, r, l, h + handler_cpu_us(c), cpu_bound(c))
+                    .min(payload_bound(c));
                 (c.label(), "calls/s", c.calls_per_s, x)
             }
             Kind::Write => {
@@ -614,15 +638,17 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         let x = busy_handlers(t) / (held_us.max(1e-3) / 1e6);
         (t.label(), "calls/s", t.calls_per_s, x)
     }));
-    let (cpu_handler, cpu_background) = cpu
+    let (mut cpu_handler, cpu_background) = cpu
         .as_ref()
         .map_or(([0.0; 3], [0.0; 3]), |c| (c.handler, c.background()));
+    cpu_handler[2] -= echo_payload_ns_per_byte;
     let cpu_capacity_cores = cpu
         .as_ref()
         .map(|c| c.capacity.clamp(0.01, f64::from(cores.max(1))));
     Ok(Fitted {
         cores,
         cpu_capacity_cores,
+        echo_payload_ns_per_byte,
         loop_us,
         handler_us,
         req_ns_per_byte,
@@ -766,6 +792,12 @@ impl Fitted {
         if let Some(cores) = self.cpu_capacity_cores {
             t += &format!("[cpu.capacity]\ncores = {cores:.3}\n\n");
         }
+        if self.echo_payload_ns_per_byte > 0.0 {
+            t += &format!(
+                "[cpu.echo_payload]\nper_byte_ns = {:.5}\n\n",
+                self.echo_payload_ns_per_byte
+            );
+        }
         t += &format!("[latency]\nfloor_us = {:.3}\n\n", self.latency_floor_us);
         t += &format!(
             "[fit]\nsource = {}\nmeasured_at = {}\n",
@@ -786,7 +818,8 @@ impl Fitted {
         let mut s = format!(
             "fitted: event loop {:.1} µs/message pair, handler {:.1} µs/command, \
              request {:.4} ns/B, response {:.4} ns/B (handler share {:.2}), {} cores; \
-             CPU on the handler {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B; \
+             CPU on the handler {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B, \
+             {:.3} ns/echo payload B under one lock; \
              CPU in the background {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B, \
              at most {} cores together; \
              latency floor {:.1} µs; an echo's sleep wakes {:.1} µs + {:.1} µs a ms slept late\n\n\
@@ -800,6 +833,7 @@ impl Fitted {
             self.cpu_handler[0],
             self.cpu_handler[1],
             self.cpu_handler[2],
+            self.echo_payload_ns_per_byte,
             self.cpu_background[0],
             self.cpu_background[1],
             self.cpu_background[2],
@@ -934,13 +968,16 @@ mod tests {
         write.calls_per_s = 1_000.0;
         cells.push(with_cpu(write, 2.0, true));
         let f = fit(&cells, 2).unwrap();
+        // The handler spends nothing a response byte here (the background all of it): no part
+        // of it to make payloads under a lock.
+        let mib = 1048576.0;
+        assert_eq!(f.echo_payload_ns_per_byte, 0.0, "{f:?}");
         let total: Vec<f64> = (0..3)
             .map(|i| f.cpu_handler[i] + f.cpu_background[i])
             .collect();
         // 2 cores x (1 / 20,000 - 1 / 40,000) s = 50 µs.
         assert!((total[0] - 50.0).abs() < 1e-6, "{f:?}");
         assert!((f.cpu_handler[0] - 30.0).abs() < 1e-6, "{f:?}");
-        let mib = 1048576.0;
         assert!(
             (total[2] - (9_500.0 - 50.0) * 1e3 / mib).abs() < 1e-6,
             "{f:?}"
@@ -969,6 +1006,7 @@ mod tests {
         );
         // Priced where the baseline kept both cores busy: the burns may take both.
         assert!(toml.contains("[cpu.capacity]\ncores = 2.000\n"), "{toml}");
+        assert!(!toml.contains("[cpu.echo_payload]"), "{toml}");
         // Without the machine's CPU (a remote target) there is no CPU stage.
         for c in &mut cells {
             c.machine_cpu_ms_per_call = None;
@@ -976,6 +1014,14 @@ mod tests {
         let f = fit(&cells, 2).unwrap();
         assert_eq!((f.cpu_handler, f.cpu_background), ([0.0; 3], [0.0; 3]));
         assert_eq!(f.cpu_capacity_cores, None);
+        assert_eq!(
+            f.echo_payload_ns_per_byte, 0.0,
+            "no CPU stage, no lock in it"
+        );
+        assert!(
+            !f.to_toml("2.2.0", "t", "now")
+                .contains("[cpu.echo_payload]")
+        );
     }
 
     #[test]
@@ -1020,6 +1066,29 @@ mod tests {
         let fitted = fit(&cells, 2).unwrap();
         assert!(fitted.checkable(), "{fitted:?}");
         assert_eq!(fitted.echo_mib_ms, Some(10.0));
+        // The loaded 1 MiB echo ran 1e3 / 5.25 calls/s: its payloads' lock is priced to let that
+        // many through, taken out of the handler's 8.97 ms a MiB (the target's 9.87 ms beyond
+        // its 0 B echo, less the baseline's 0.9), and the model's loaded echo keeps to it.
+        let lock_ns = 5.25e6 / 1048576.0;
+        assert!(
+            (fitted.echo_payload_ns_per_byte - lock_ns).abs() < 1e-9,
+            "{fitted:?}"
+        );
+        assert!(
+            (fitted.cpu_handler[2] + lock_ns - 8.97e6 / 1048576.0).abs() < 1e-6,
+            "{fitted:?}"
+        );
+        let (_, _, m, p) = fitted
+            .residuals
+            .iter()
+            .find(|r| r.0 == "echo resp=1MiB pool=10 8x8")
+            .unwrap();
+        assert!(p / m <= 1.0 + 1e-9, "{m} vs {p}");
+        let toml = fitted.to_toml("2.2.0", "t", "now");
+        assert!(
+            toml.contains(&format!("[cpu.echo_payload]\nper_byte_ns = {lock_ns:.5}\n")),
+            "{toml}"
+        );
         let total = fitted.cpu_handler[2] + fitted.cpu_background[2];
         let ns_per_ms = 1e6 / 1048576.0;
         // Within the tolerance: nothing moves, and no other round is needed.
