@@ -123,6 +123,25 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
         }
     }
     fitted.settle_check();
+    // The echo payload's lock, on the loaded echo it was priced on (`fit::LockCheck`).
+    if let Some(priced) = fitted.echo_payload_cell.clone() {
+        for round in 1..=args.check_rounds {
+            let profile = fitted.to_toml(&args.release, "loadgen calibrate's check", "");
+            let server = crate::embedded::start_profiled(&profile, args.container_id, threads)?;
+            let addr = server.local_addr().to_string();
+            eprintln!(
+                "loadgen calibrate: lock check round {round} on an embedded dn-sim with the profile"
+            );
+            let shape = (priced.clients, priced.threads);
+            let c = cell(args, &addr, 10, Kind::Echo, priced.resp_bytes, shape, 0)
+                .map_err(Error::mid_run)?;
+            drop(server);
+            if !fitted.lock_check_round(c.calls_per_s) {
+                break;
+            }
+        }
+        fitted.settle_lock_check();
+    }
     Ok(())
 }
 
