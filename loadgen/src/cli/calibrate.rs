@@ -50,6 +50,7 @@ pub struct CalibrateArgs {
     /// embedded dn-sim runs the profile, the 1 MiB echo at one request in flight is measured
     /// there as on the target, and the handler's CPU per response byte beyond the target's
     /// latency moves to the background; the profile of the round nearest the target is kept.
+    /// As many rounds again check an echo payload's lock on the loaded echo it was priced on.
     /// 0: no check.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=9))]
     pub check_rounds: u32,
