@@ -264,6 +264,15 @@ impl LockCheck {
     }
 }
 
+/// The index of the value in `rounds` nearest `target` (the first of equals).
+fn nearest(rounds: &[f64], target: f64) -> Option<usize> {
+    (0..rounds.len()).min_by(|&a, &b| {
+        (rounds[a] - target)
+            .abs()
+            .total_cmp(&(rounds[b] - target).abs())
+    })
+}
+
 /// `XceiverServerGrpc`'s event loop count (Ozone 2.0.0–2.2.0): pool / 10, 0 → 2 × cores.
 pub fn loops(pool: u32, cores: u32) -> u32 {
     match pool / 10 {
@@ -628,23 +637,20 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     // SHA1PRNG, `synchronized`): priced at what lets the fastest loaded echo of a payload run
     // through that lock alone, at most the handler's CPU a response byte (the lock's work is
     // part of it, taken out of it below).
-    let echo_payload_cell = cpu.as_ref().and_then(|_| {
-        cells
+    let echo_payload = cpu.as_ref().and_then(|cpu| {
+        let fastest = cells
             .iter()
             .filter(|c| c.kind == Kind::Echo && c.resp_bytes > 0 && c.in_flight() > 1)
             .max_by(|a, b| {
                 (a.calls_per_s * a.resp_bytes as f64)
                     .total_cmp(&(b.calls_per_s * b.resp_bytes as f64))
-            })
-            .map(|c| (*c).clone())
+            })?;
+        let ns =
+            (1e9 / (fastest.calls_per_s.max(1e-9) * fastest.resp_bytes as f64)).min(cpu.handler[2]);
+        (ns > 0.0).then(|| ((*fastest).clone(), ns))
     });
-    let echo_payload_ns_per_byte = cpu
-        .as_ref()
-        .zip(echo_payload_cell.as_ref())
-        .map_or(0.0, |(cpu, c)| {
-            (1e9 / (c.calls_per_s.max(1e-9) * c.resp_bytes as f64)).min(cpu.handler[2])
-        });
-    let echo_payload_cell = echo_payload_cell.filter(|_| echo_payload_ns_per_byte > 0.0);
+    let echo_payload_ns_per_byte = echo_payload.as_ref().map_or(0.0, |p| p.1);
+    let echo_payload_cell = echo_payload.map(|p| p.0);
     let payload_bound = |c: &Cell| {
         if c.kind == Kind::Echo && c.resp_bytes > 0 && echo_payload_ns_per_byte > 0.0 {
             1e9 / (echo_payload_ns_per_byte * c.resp_bytes as f64)
@@ -782,11 +788,7 @@ impl Fitted {
         let Some(check) = self.check.as_mut() else {
             return;
         };
-        let target = check.target_ms;
-        let Some(best) = (0..check.rounds_ms.len()).min_by(|&a, &b| {
-            let off = |i: usize| (check.rounds_ms[i] - target).abs();
-            off(a).total_cmp(&off(b))
-        }) else {
+        let Some(best) = nearest(&check.rounds_ms, check.target_ms) else {
             return;
         };
         let shift = check.rounds_moved[best] - check.moved_ns_per_byte;
@@ -814,14 +816,10 @@ impl Fitted {
         if !ratio.is_finite() || (ratio - 1.0).abs() <= CHECK_TOLERANCE {
             return false;
         }
-        let total = self.echo_payload_ns_per_byte + self.cpu_handler[2];
-        let price = (self.echo_payload_ns_per_byte * ratio).clamp(0.0, total);
+        let before = self.echo_payload_ns_per_byte;
+        let price = (before * ratio).clamp(0.0, before + self.cpu_handler[2]);
         self.set_lock_price(price);
-        self.lock_check
-            .as_ref()
-            .and_then(|c| c.rounds.last())
-            .map(|r| r.1)
-            != Some(price)
+        price != before
     }
 
     /// Ends the lock's check: keeps the price of the round whose dn-sim ran nearest the target.
@@ -829,11 +827,8 @@ impl Fitted {
         let Some(check) = self.lock_check.as_mut() else {
             return;
         };
-        let target = check.target_calls_per_s;
-        let Some(best) = (0..check.rounds.len()).min_by(|&a, &b| {
-            let off = |i: usize| (check.rounds[i].0 - target).abs();
-            off(a).total_cmp(&off(b))
-        }) else {
+        let rates: Vec<f64> = check.rounds.iter().map(|r| r.0).collect();
+        let Some(best) = nearest(&rates, check.target_calls_per_s) else {
             return;
         };
         check.kept = Some(best);
