@@ -17,6 +17,7 @@ pub mod disk;
 pub mod fault;
 pub mod live_settings;
 pub mod metrics;
+pub mod monitor;
 pub mod pool;
 pub mod profile;
 pub mod raft;
