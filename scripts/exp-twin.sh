@@ -67,7 +67,7 @@ cd "$root"
 . scripts/lib/real-datanode.sh
 
 duration=4s warmup=1s repeats=5 jvm_warmup=1 version=2.2.0 quick=0 out="" profile="" heap=default
-# Unmeasured calls of each large payload before a real DataNode's cells (warm_real; in --quick,
+# Unmeasured 1 MiB echoes before a real DataNode's cells (warm_real; in --quick,
 # calibrate's own warm-up, shortened, since the quick run warms nothing else).
 warm_calls=3000 cal_warm_calls=0  # the header says 3000
 cal_duration=3s cal_warmup=1s cal_rounds=3
@@ -120,8 +120,7 @@ per_volume=hdds.datanode.read.chunk.threads.per.volume
 # Echoes address container 1. Each validation write cell (on both DataNodes) gets a container of
 # its own: the real DataNode asks SCM to close a container once it holds its size (64 MB in the
 # harness), and writes to it then fail.
-containers=$((3 + 3 * repeats)) container=1 next_container=2
-warm_container=$containers  # warm_real's writes
+containers=$((2 + 3 * repeats)) container=1 next_container=2
 jit_warmups=""  # per DataNode start: the warm-up runs' calls/s, for the table's header
 # The real DataNode's HTTP/2 receive settings (grpc-java on Netty: 1 MiB windows, 16 KiB frames),
 # on every dn-sim here: a client sends a chunk to the twin as it does to the DataNode.
@@ -154,9 +153,9 @@ warm_real() {
     # The large payloads' paths: a real 2.2.0 DataNode's 1 MiB echo at one request in flight
     # went from 42 to 80 calls/s over its first 3000 or so, after the 0 B echoes above.
     local big
-    big="$(warm_calls echo --payload-resp 1024 --clients 8 -t 8)/$(warm_calls write --write-size 1024KB --chunk-size 1024KB --clients 4 -t 4)"
-    echo "  JIT warm-up, echo calls/s:$runs; then $warm_calls 1 MiB echoes / 1 MB WriteChunks, calls/s: $big" >&2
-    jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs, then 1 MiB echoes/writes $big"
+    big="$(warm_calls echo --payload-resp 1024 --clients 8 -t 8)"
+    echo "  JIT warm-up, echo calls/s:$runs; then $warm_calls 1 MiB echoes: $big" >&2
+    jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs, then 1 MiB echoes $big"
 }
 
 # warm_calls COMMAND ARGS...: $warm_calls requests of COMMAND on the real DataNode; prints calls/s.
@@ -164,7 +163,7 @@ warm_calls() {
     local command=$1
     shift
     rm -f "$work/warm.json"
-    "$loadgen" "$command" --target "$dn_addr" -n "$warm_calls" --container-id "$warm_container" "$@" -f \
+    "$loadgen" "$command" --target "$dn_addr" -n "$warm_calls" --container-id 1 "$@" -f \
         --format json --output "$work/warm.json" >/dev/null 2>&1 || true
     python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["throughput"]["successes_per_s"], 1))' \
         "$work/warm.json" 2>/dev/null || echo 0
@@ -383,7 +382,7 @@ lines = [f"Real Ozone {version} DataNode (maximum heap: {heap}) vs dn-sim --prof
          "real GC = the share of the cell's time (warm-up included) the real DataNode's JVM spent in GC pauses "
          "(jvm_metrics_gc_time_millis on its /prom, the median of the rounds); dn-sim has no GC.",
          *([f"JIT warm-up of each real DataNode start (3 s runs of 0 B echoes, 32 x 32, until two in a row agree "
-            f"within 5 %, at most 10, then 3000 echoes of 1 MiB at 8 x 8 and 3000 WriteChunks of 1 MB at 4 x 4; "
+            f"within 5 %, at most 10, then 3000 echoes of 1 MiB at 8 x 8; "
             f"calls/s): {jit_warmups}."] if jit_warmups else []),
          *([f"The machine's drift over the run, the fit's loaded cells on the real DataNode in the calibration "
             f"(pool 10) then after the validation (pool 16; one event loop at either): {'; '.join(drift)}."]

@@ -85,11 +85,10 @@ pub struct CalibrateArgs {
     #[arg(long, default_value = "2s", value_parser = crate::cli::parse_duration)]
     pub warmup: Duration,
 
-    /// Unmeasured requests sent to --target before its first cell, of each command its cells
-    /// measure (1 MiB echoes at up to 8 x 8, 1 MB WriteChunks at 4 x 4; ten times as many
-    /// 0 B echoes), so that a JVM DataNode's JIT has compiled those paths: a real Ozone 2.2.0
-    /// DataNode's 1 MiB echo at one request in flight went from 42 to 80 calls/s over its
-    /// first 3000 or so. 0: none (the target was warmed already).
+    /// Unmeasured 1 MiB echoes sent to --target at up to 8 x 8 before its first cell, after ten
+    /// times as many 0 B echoes, so that a JVM DataNode's JIT has compiled the echo payload's
+    /// path: a real Ozone 2.2.0 DataNode's 1 MiB echo at one request in flight went from 42 to
+    /// 80 calls/s over its first 3000 or so. 0: none (the target was warmed already).
     #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
     pub warm_up_calls: u32,
 
