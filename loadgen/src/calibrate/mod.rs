@@ -232,13 +232,7 @@ fn cell_once(
             ]);
         }
     }
-    let cli = Cli::try_parse_from(&argv)
-        .map_err(|e| Error::Usage(format!("calibrate: {}: {e}", argv.join(" "))))?;
-    let config = match &cli.command {
-        Command::Echo(a) => crate::config::RunConfig::echo(a)?,
-        Command::Write(a) => crate::config::RunConfig::write(a)?,
-        _ => unreachable!("calibrate builds echo and write runs only"),
-    };
+    let config = run_config_of(&argv)?;
     // The machine's CPU while the cell runs: with the target on this machine (loopback), what a
     // call costs the machine, client and DataNode together (the fit's CPU stage).
     let local = on_this_machine(target);
@@ -324,14 +318,15 @@ fn warm_up(args: &CalibrateArgs, target: &str) -> Result<(), Error> {
     if n == 0 {
         return Ok(());
     }
-    let runs: [(&str, u64, (u32, u32), u64); 2] = [
-        ("echo", 0, (args.clients, args.threads), 10 * n),
-        ("echo", MIB, (args.clients.min(8), args.threads.min(8)), n),
+    let runs = [
+        (0, (args.clients, args.threads), 10 * n),
+        (MIB, (args.clients.min(8), args.threads.min(8)), n),
     ];
-    for (i, (command, bytes, (clients, threads), calls)) in runs.into_iter().enumerate() {
-        let mut argv: Vec<String> = vec!["loadgen".into(), command.into()];
-        argv.extend([
-            "--target".to_string(),
+    for (i, (bytes, (clients, threads), calls)) in runs.into_iter().enumerate() {
+        let argv = [
+            "loadgen".to_string(),
+            "echo".into(),
+            "--target".into(),
             target.to_string(),
             "--clients".into(),
             clients.to_string(),
@@ -341,25 +336,10 @@ fn warm_up(args: &CalibrateArgs, target: &str) -> Result<(), Error> {
             calls.max(u64::from(threads)).to_string(),
             "--container-id".into(),
             args.container_id.to_string(),
-        ]);
-        if command == "echo" {
-            argv.extend(["--payload-resp".into(), (bytes / 1024).to_string()]);
-        } else {
-            let size = format!("{}KB", bytes / 1024);
-            argv.extend([
-                "--write-size".into(),
-                size.clone(),
-                "--chunk-size".into(),
-                size,
-            ]);
-        }
-        let cli = Cli::try_parse_from(&argv)
-            .map_err(|e| Error::Usage(format!("calibrate: {}: {e}", argv.join(" "))))?;
-        let config = match &cli.command {
-            Command::Echo(a) => crate::config::RunConfig::echo(a)?,
-            Command::Write(a) => crate::config::RunConfig::write(a)?,
-            _ => unreachable!("the warm-up builds echo and write runs only"),
-        };
+            "--payload-resp".into(),
+            (bytes / 1024).to_string(),
+        ];
+        let config = run_config_of(&argv)?;
         let run = crate::run::run_config(&config);
         // The first run finds an unreachable target (exit 2); later ones fail mid-run.
         let r = if i == 0 {
@@ -369,18 +349,29 @@ fn warm_up(args: &CalibrateArgs, target: &str) -> Result<(), Error> {
         }
         .results;
         eprintln!(
-            "loadgen calibrate: warm-up {command} of {bytes} B at {clients}x{threads}: {} requests, {:.1} calls/s, {} failure(s)",
+            "loadgen calibrate: warm-up echo of {bytes} B at {clients}x{threads}: {} requests, {:.1} calls/s, {} failure(s)",
             r.requests(),
             r.success_rate(),
             r.failures()
         );
         if r.successes() == 0 {
             return Err(Error::Run(format!(
-                "calibrate: the warm-up's {command}s of {bytes} B all failed"
+                "calibrate: the warm-up's echoes of {bytes} B all failed"
             )));
         }
     }
     Ok(())
+}
+
+/// The run of a `loadgen echo` or `loadgen write` command line that calibrate built.
+fn run_config_of(argv: &[String]) -> Result<crate::config::RunConfig, Error> {
+    let cli = Cli::try_parse_from(argv)
+        .map_err(|e| Error::Usage(format!("calibrate: {}: {e}", argv.join(" "))))?;
+    match &cli.command {
+        Command::Echo(a) => crate::config::RunConfig::echo(a),
+        Command::Write(a) => crate::config::RunConfig::write(a),
+        _ => unreachable!("calibrate builds echo and write runs only"),
+    }
 }
 
 /// Whether `target` (HOST:PORT) is on this machine: then the machine's CPU measures the
