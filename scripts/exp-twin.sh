@@ -69,7 +69,7 @@ cd "$root"
 duration=4s warmup=1s repeats=5 jvm_warmup=1 version=2.2.0 quick=0 out="" profile="" heap=default
 # Unmeasured 1 MiB echoes before a real DataNode's cells (warm_real; in --quick,
 # calibrate's own warm-up, shortened, since the quick run warms nothing else).
-warm_calls=3000 cal_warm_calls=0  # the header says 3000
+warm_calls=3000 cal_warm_calls=0
 cal_duration=3s cal_warmup=1s cal_rounds=3
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -142,8 +142,7 @@ warm_real() {
         rm -f "$work/warm.json"
         "$loadgen" echo --target "$dn_addr" --clients 32 -t 32 --duration 3s --container-id 1 -f \
             --format json --output "$work/warm.json" >/dev/null 2>&1 || true
-        now="$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["throughput"]["successes_per_s"]))' \
-            "$work/warm.json" 2>/dev/null || echo 0)"
+        now="$(calls_per_s "$work/warm.json")"
         runs="$runs $now"
         if [ -n "$prev" ] && python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if min(a, b) > 0 and abs(a - b) <= 0.05 * max(a, b) else 1)' "$prev" "$now"; then
             break
@@ -152,21 +151,19 @@ warm_real() {
     done
     # The large payloads' paths: a real 2.2.0 DataNode's 1 MiB echo at one request in flight
     # went from 42 to 80 calls/s over its first 3000 or so, after the 0 B echoes above.
+    rm -f "$work/warm.json"
+    "$loadgen" echo --target "$dn_addr" --clients 8 -t 8 -n "$warm_calls" --payload-resp 1024 --container-id 1 -f \
+        --format json --output "$work/warm.json" >/dev/null 2>&1 || true
     local big
-    big="$(warm_calls echo --payload-resp 1024 --clients 8 -t 8)"
-    echo "  JIT warm-up, echo calls/s:$runs; then $warm_calls 1 MiB echoes: $big" >&2
-    jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs, then 1 MiB echoes $big"
+    big="$(calls_per_s "$work/warm.json")"
+    echo "  JIT warm-up, echo calls/s:$runs; then $warm_calls 1 MiB echoes at 8 x 8: $big" >&2
+    jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs, then $warm_calls 1 MiB echoes at 8 x 8: $big"
 }
 
-# warm_calls COMMAND ARGS...: $warm_calls requests of COMMAND on the real DataNode; prints calls/s.
-warm_calls() {
-    local command=$1
-    shift
-    rm -f "$work/warm.json"
-    "$loadgen" "$command" --target "$dn_addr" -n "$warm_calls" --container-id 1 "$@" -f \
-        --format json --output "$work/warm.json" >/dev/null 2>&1 || true
-    python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["throughput"]["successes_per_s"], 1))' \
-        "$work/warm.json" 2>/dev/null || echo 0
+# calls_per_s REPORT: the successes a second of a loadgen JSON report; 0 without one.
+calls_per_s() {
+    python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["throughput"]["successes_per_s"]))' \
+        "$1" 2>/dev/null || echo 0
 }
 
 start_sim() { # POOL [args]
@@ -382,8 +379,7 @@ lines = [f"Real Ozone {version} DataNode (maximum heap: {heap}) vs dn-sim --prof
          "real GC = the share of the cell's time (warm-up included) the real DataNode's JVM spent in GC pauses "
          "(jvm_metrics_gc_time_millis on its /prom, the median of the rounds); dn-sim has no GC.",
          *([f"JIT warm-up of each real DataNode start (3 s runs of 0 B echoes, 32 x 32, until two in a row agree "
-            f"within 5 %, at most 10, then 3000 echoes of 1 MiB at 8 x 8; "
-            f"calls/s): {jit_warmups}."] if jit_warmups else []),
+            f"within 5 %, at most 10, then 1 MiB echoes; calls/s): {jit_warmups}."] if jit_warmups else []),
          *([f"The machine's drift over the run, the fit's loaded cells on the real DataNode in the calibration "
             f"(pool 10) then after the validation (pool 16; one event loop at either): {'; '.join(drift)}."]
            if drift else []), "",
