@@ -153,6 +153,22 @@ impl ServiceClock {
         self.real_mark = Instant::now();
     }
 
+    /// Holds the handler for `d` more, but sleeps only once the simulation's clock is more than
+    /// `slack` ahead of the real one, and then until the real one has caught up: a handler that
+    /// holds tens of microseconds a request sleeps once every few requests instead of each
+    /// time (each sleep is a wake-up by the timer thread, which costs dn-sim more CPU than such
+    /// a hold). The handler's rate is kept as long as its clock's lead is carried to its next
+    /// request (`sim::pool`'s `busy_until`); an answer is early by at most `slack`.
+    pub async fn hold_within(&mut self, d: Duration, slack: Duration) {
+        let now = Instant::now();
+        self.virtual_now += now - self.real_mark + d;
+        self.real_mark = now;
+        if self.virtual_now > now + slack {
+            sleep_until(self.virtual_now).await;
+            self.real_mark = Instant::now();
+        }
+    }
+
     /// When the service ends, by the simulation's clock, if it ends now.
     pub fn end(&self) -> Instant {
         self.virtual_now + (Instant::now() - self.real_mark)

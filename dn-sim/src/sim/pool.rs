@@ -12,8 +12,9 @@
 //! ended by the simulation's clock (`free_at`), and the next request's service starts at
 //! `max(its arrival, free_at)` rather than at the moment its task happened to run. Scheduling
 //! noise then delays answers a little but does not lower throughput, and H handlers with service
-//! time D serve H/D requests per second as Little's law says. The virtual clock never runs ahead of
-//! the real one (`free_at` is at most the real release time).
+//! time D serve H/D requests per second as Little's law says. The virtual clock runs ahead of the
+//! real one by at most [`HOLD_SLACK`] (`free_at` is at most that much after the real release
+//! time): the profile's handler time is held that loosely (`ServiceClock::hold_within`).
 //!
 //! The pool can be resized while serving: growing adds handlers at once; shrinking retires idle
 //! handlers at once and busy ones as they finish, so running requests complete undisturbed.
@@ -21,8 +22,13 @@
 use crossbeam_queue::SegQueue;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
+
+/// How far a handler's clock may run ahead of the real one: the profile's handler time is held
+/// by sleeps only beyond this lead (`ServiceClock::hold_within`), as `sim::stages`'s event
+/// loops pass messages within their `LOOP_SLACK`.
+pub const HOLD_SLACK: Duration = Duration::from_micros(200);
 
 /// How many times a request that finds every handler busy and nobody queued yields to other
 /// tasks and tries again before it queues (see [`HandlerPool::acquire`]).
@@ -62,9 +68,11 @@ impl Handler {
         arrived.max(self.free_at)
     }
 
-    /// Records when this request's service ends by the simulation's clock.
+    /// Records when this request's service ends by the simulation's clock: up to
+    /// [`HOLD_SLACK`] after now, the lead of a hold that did not sleep, which the next request
+    /// on this handler starts from.
     pub fn busy_until(&mut self, end: Instant) {
-        self.next_free_at = Some(end.min(Instant::now()));
+        self.next_free_at = Some(end.min(Instant::now() + HOLD_SLACK));
     }
 }
 
@@ -211,6 +219,34 @@ impl Drop for QueueSlot<'_> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[tokio::test]
+    async fn loose_holds_keep_a_handlers_rate_and_answer_ahead_of_its_clock_only_within_the_slack()
+    {
+        use crate::datanode::timer::ServiceClock;
+        let pool = HandlerPool::new(1, None);
+        let hold = Duration::from_micros(100);
+        let start = Instant::now();
+        let mut ahead = 0;
+        for _ in 0..100 {
+            let mut h = pool.acquire().await.unwrap();
+            let mut clock = ServiceClock::starting_at(h.service_start(Instant::now()));
+            clock.hold_within(hold, HOLD_SLACK).await;
+            let (end, now) = (clock.end(), Instant::now());
+            // Never further ahead of the real clock than the slack (and the hold just taken).
+            assert!(end <= now + HOLD_SLACK + hold, "{:?} ahead", end - now);
+            ahead += usize::from(end > now);
+            h.busy_until(end);
+        }
+        // One handler of 100 µs a request: 100 requests take 10 ms, less at most the slack.
+        assert!(
+            start.elapsed() >= hold * 100 - HOLD_SLACK,
+            "{:?}",
+            start.elapsed()
+        );
+        // Most holds returned without sleeping, their lead carried to the next request.
+        assert!(ahead > 50, "{ahead} of 100 returned ahead of the clock");
+    }
 
     #[tokio::test]
     async fn bounded_queue_rejects_when_full() {
