@@ -12,9 +12,11 @@
 #    into the profile (kind "measured"); the baseline runs the loaded cells too at each pool:
 #    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
 #    real DataNode's handler wakes from a sleep. The fit is then checked on an embedded dn-sim
-#    that runs it (the 1 MiB echo at one request in flight, as long as the fit's cells): what
-#    dn-sim's handler spends beyond the real DataNode's latency moves to the background (4
-#    rounds; the profile of the round nearest the real DataNode's latency is kept).
+#    that runs it, cells as long as the fit's, up to 4 rounds each (the round nearest the real
+#    DataNode kept): the loaded 0 B echoes at each pool (the loop's and the handler's costs
+#    scaled by dn-sim's calls/s over the real DataNode's where each limits the model), the 1 MiB
+#    echo at one request in flight (what dn-sim's handler spends beyond the real DataNode's
+#    latency moves to the background), the loaded echo the payload lock was priced on.
 # 2. Validation, cells the fit did not see, on the real DataNode and on dn-sim --profile (the
 #    same pool key given to dn-sim, which derives the same event loops):
 #    - the handler experiment: pools 1, 4, 16, `loadgen echo` 32 connections x 32 workers,

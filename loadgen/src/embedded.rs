@@ -112,6 +112,7 @@ mod with_dn_sim {
     pub fn start_profiled(
         profile: &str,
         container_id: i64,
+        handler_count: u32,
         threads: usize,
     ) -> Result<Server, Error> {
         let profile = dn_sim::sim::profile::Profile::parse(profile)
@@ -120,6 +121,7 @@ mod with_dn_sim {
             containers: ContainerIds::single(container_id),
             ozone_version: profile.release,
             profile: Some(profile),
+            handler_count: handler_count as usize,
             ..dn_sim::Config::loopback()
         };
         Server::start(config, threads).map_err(|e| {
@@ -186,7 +188,7 @@ mod without_dn_sim {
         Err(Error::Usage(NOT_BUILT_IN.to_string()))
     }
 
-    pub fn start_profiled(_: &str, _: i64, _: usize) -> Result<Server, Error> {
+    pub fn start_profiled(_: &str, _: i64, _: u32, _: usize) -> Result<Server, Error> {
         Err(Error::Usage(format!(
             "calibrate's check (--check-rounds 0 skips it): {NOT_BUILT_IN}"
         )))

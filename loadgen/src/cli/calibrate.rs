@@ -46,12 +46,11 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub rounds: u32,
 
-    /// Rounds of the profile's check on dn-sim (with --out, when the fit has a CPU stage): an
-    /// embedded dn-sim runs the profile, the 1 MiB echo at one request in flight is measured
-    /// there as on the target, and the handler's CPU per response byte beyond the target's
-    /// latency moves to the background; the profile of the round nearest the target is kept.
-    /// As many rounds again check an echo payload's lock on the loaded echo it was priced on.
-    /// 0: no check.
+    /// Rounds of each of the profile's checks on an embedded dn-sim that runs it (with --out):
+    /// the loops' and the handler's costs scaled until the loaded 0 B echoes they were priced
+    /// on run there at the target's calls/s; the handler's CPU per response byte beyond the
+    /// target's 1 MiB echo latency moved to the background; an echo payload's lock priced on
+    /// the loaded echo it came from. Each keeps the round nearest the target. 0: no check.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=9))]
     pub check_rounds: u32,
 
