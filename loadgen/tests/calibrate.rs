@@ -112,7 +112,13 @@ fn calibrating_a_dn_sim_of_a_known_profile_gives_back_its_costs() {
     let req_ns = p.event_loop_request.per_byte_ns + p.handler_request.per_byte_ns;
     assert!(req_ns < resp_ns, "request {req_ns} ns/B\n{report}");
     assert!(p.fit.residuals.len() >= 13, "{report}");
-    // The cells file feeds a fit of its own (--with), to the same costs.
+    // The loops' and the handler's costs were checked on an embedded dn-sim with the profile.
+    assert!(
+        report.contains("# Loops and handler checked on dn-sim (loaded 0 B echoes"),
+        "{report}"
+    );
+    // The cells file feeds a fit of its own (--with), to the same costs: those the check's
+    // first round ran with (the check may scale them after).
     let refit = dir.path().join("refit.toml");
     let cli = Cli::try_parse_from([
         "loadgen",
@@ -130,8 +136,25 @@ fn calibrating_a_dn_sim_of_a_known_profile_gives_back_its_costs() {
     .unwrap();
     loadgen::run_tool(&cli).unwrap().unwrap();
     let q = Profile::load(&refit).unwrap();
-    assert_eq!(q.handler_request, p.handler_request);
-    assert_eq!(q.event_loop_request, p.event_loop_request);
+    let first_round = format!(
+        "at {:.1} + {:.1} µs",
+        q.event_loop_request.per_message_us + q.event_loop_response.per_message_us,
+        q.handler_request.per_message_us
+    );
+    let checked = report
+        .lines()
+        .find(|l| l.starts_with("# Loops and handler checked"))
+        .and_then(|l| l.split("on the target, ").nth(1))
+        .and_then(|rounds| rounds.split(", ").next());
+    assert!(
+        checked.is_some_and(|round| round.ends_with(&first_round)),
+        "{first_round}\n{report}"
+    );
+    assert_eq!(q.handler_request.per_byte_ns, p.handler_request.per_byte_ns);
+    assert_eq!(
+        q.event_loop_request.per_byte_ns,
+        p.event_loop_request.per_byte_ns
+    );
 }
 
 #[test]
