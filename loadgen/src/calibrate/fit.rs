@@ -303,26 +303,27 @@ pub struct SaturationCheck {
 pub const SATURATION_TOLERANCE: f64 = 0.05;
 
 impl SaturationCheck {
-    /// The sum over cells of the squared log ratio of a round's calls/s to the target's.
-    fn error(&self, round: usize) -> f64 {
+    /// Per cell, the log of a round's calls/s over the target's.
+    fn log_ratios(&self, round: usize) -> impl Iterator<Item = f64> + '_ {
         self.rounds[round]
             .1
             .iter()
             .zip(&self.target_calls_per_s)
-            .map(|(s, t)| (s.max(1e-9) / t.max(1e-9)).ln().powi(2))
-            .sum()
+            .map(|(s, t)| (s.max(1e-9) / t.max(1e-9)).ln())
+    }
+
+    /// The sum over cells of the squared log ratio of a round's calls/s to the target's.
+    fn error(&self, round: usize) -> f64 {
+        self.log_ratios(round).map(|r| r.powi(2)).sum()
     }
 
     /// The geometric mean of a round's calls/s over the target's, on the cells `which` takes.
     fn ratio(&self, round: usize, which: impl Fn(usize) -> bool) -> Option<f64> {
         mean(
-            self.rounds[round]
-                .1
-                .iter()
-                .zip(&self.target_calls_per_s)
+            self.log_ratios(round)
                 .enumerate()
                 .filter(|(i, _)| which(*i))
-                .map(|(_, (s, t))| (s.max(1e-9) / t.max(1e-9)).ln()),
+                .map(|(_, r)| r),
         )
         .map(f64::exp)
     }
@@ -1339,26 +1340,30 @@ mod tests {
     }
 
     #[test]
+    fn the_saturation_check_drops_a_stage_whose_cut_did_not_help() {
+        let mut f = fitted_with_message_costs();
+        let (l0, h0) = (f.loop_us, f.handler_us);
+        let target: Vec<f64> = f.saturation_cells.iter().map(|c| c.calls_per_s).collect();
+        let at = |share: [f64; 2]| -> Vec<f64> {
+            target.iter().zip(share).map(|(t, s)| t * s).collect()
+        };
+        // The handler cut to half at pool 2 brought dn-sim from 50 % to 55 % of the target:
+        // not its cost, so none; the loop, at pool 10, within 5 % all along, stays.
+        assert!(f.saturation_check_round(at([0.5, 1.0])));
+        assert_eq!((f.loop_us, f.handler_us), (l0, 0.5 * h0));
+        assert!(f.saturation_check_round(at([0.55, 1.0])));
+        assert_eq!((f.loop_us, f.handler_us), (l0, 0.0));
+        assert!(!f.saturation_check_round(at([0.97, 1.0])));
+        f.settle_saturation_check();
+        assert_eq!(f.saturation_check.as_ref().unwrap().kept, Some(2));
+        assert_eq!((f.loop_us, f.handler_us), (l0, 0.0));
+    }
+
+    #[test]
     fn the_saturation_check_drops_costs_that_fall_below_the_grid_and_keeps_the_best_round() {
         let mut f = fitted_with_message_costs();
         let target: Vec<f64> = f.saturation_cells.iter().map(|c| c.calls_per_s).collect();
         let at = |k: f64| -> Vec<f64> { target.iter().map(|t| t * k).collect() };
-        // The handler cut to half at pool 2 brought dn-sim from 50 % to 55 % of the target:
-        // not its cost, so none; the loop, at pool 10, within 5 % all along, stays.
-        {
-            let mut f = fitted_with_message_costs();
-            let (l0, h0) = (f.loop_us, f.handler_us);
-            let at = |share: [f64; 2]| -> Vec<f64> {
-                target.iter().zip(share).map(|(t, s)| t * s).collect()
-            };
-            assert!(f.saturation_check_round(at([0.5, 1.0])));
-            assert_eq!((f.loop_us, f.handler_us), (l0, 0.5 * h0));
-            assert!(f.saturation_check_round(at([0.55, 1.0])));
-            assert_eq!((f.loop_us, f.handler_us), (l0, 0.0));
-            assert!(!f.saturation_check_round(at([0.97, 1.0])));
-            f.settle_saturation_check();
-            assert_eq!(f.saturation_check.as_ref().unwrap().kept, Some(2));
-        }
         // Far too slow: the scaled costs fall under 0.5 µs and become none.
         assert!(f.saturation_check_round(at(1e-6)));
         assert_eq!((f.loop_us, f.handler_us), (0.0, 0.0));

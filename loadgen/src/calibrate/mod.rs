@@ -36,6 +36,10 @@ use std::path::Path;
 
 const MIB: u64 = 1 << 20;
 
+/// The pool of the embedded dn-sim that checks the 1 MiB echo and the echo payload's lock:
+/// dn-sim's default, where neither is held back by too few handlers.
+const CHECK_POOL: u32 = 10;
+
 pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
     let usage = |m: String| Error::Usage(format!("calibrate: {m}"));
     if !args.pools.is_empty() && args.admin.is_none() {
@@ -119,16 +123,16 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
         crate::embedded::start_profiled(&profile, args.container_id, pool, threads)
     };
     if fitted.saturation_checkable() {
+        // One dn-sim per pool and round, its cells in a row.
+        let mut pools: Vec<u32> = fitted.saturation_cells.iter().map(|c| c.pool).collect();
+        pools.sort_unstable();
+        pools.dedup();
         for round in 1..=args.check_rounds {
             eprintln!(
                 "loadgen calibrate: saturation check round {round} on an embedded dn-sim with the profile"
             );
             let mut rates = vec![0.0; fitted.saturation_cells.len()];
-            // One dn-sim per pool, its cells in a row.
-            let mut pools: Vec<u32> = fitted.saturation_cells.iter().map(|c| c.pool).collect();
-            pools.sort_unstable();
-            pools.dedup();
-            for pool in pools {
+            for &pool in &pools {
                 let server = embedded(fitted, pool)?;
                 let addr = server.local_addr().to_string();
                 for (i, c) in fitted.saturation_cells.iter().enumerate() {
@@ -148,12 +152,13 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
     }
     if fitted.checkable() {
         for round in 1..=args.check_rounds {
-            let server = embedded(fitted, 10)?;
+            let server = embedded(fitted, CHECK_POOL)?;
             let addr = server.local_addr().to_string();
             eprintln!(
                 "loadgen calibrate: check round {round} on an embedded dn-sim with the profile"
             );
-            let c = cell(args, &addr, 10, Kind::Echo, MIB, (1, 1), 0).map_err(Error::mid_run)?;
+            let c = cell(args, &addr, CHECK_POOL, Kind::Echo, MIB, (1, 1), 0)
+                .map_err(Error::mid_run)?;
             drop(server);
             if !fitted.check_round(c.mean_ms) {
                 break;
@@ -163,11 +168,11 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
     }
     // The echo payload's lock, on the loaded echo it was priced on (`fit::LockCheck`).
     if let Some(priced) = fitted.echo_payload_cell.clone() {
-        // At dn-sim's default pool of 10 whatever the cell's: the price is the lock's alone,
-        // and at a pool of 2 the handlers' CPU, not the lock, limits dn-sim's loaded 1 MiB
-        // echoes (142 calls/s at any price under 4.6 ns/B where the real DataNode made 161).
+        // At `CHECK_POOL` whatever the cell's pool: the price is the lock's alone, and at a
+        // pool of 2 the handlers' CPU, not the lock, limits dn-sim's loaded 1 MiB echoes (142
+        // calls/s at any price under 4.6 ns/B where the real DataNode made 161).
         for round in 1..=args.check_rounds {
-            let server = embedded(fitted, 10)?;
+            let server = embedded(fitted, CHECK_POOL)?;
             let addr = server.local_addr().to_string();
             eprintln!(
                 "loadgen calibrate: lock check round {round} on an embedded dn-sim with the profile"
@@ -176,7 +181,7 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
             let c = cell(
                 args,
                 &addr,
-                priced.pool,
+                CHECK_POOL,
                 Kind::Echo,
                 priced.resp_bytes,
                 shape,
