@@ -25,8 +25,10 @@
 #      workers (as many connections);
 #    - `loadgen write` of 64 KB, 1 MB and 4 MB chunks with 4 workers at pool 16 (MB/s);
 #    Per pool the two run side by side; each cell runs on the real DataNode, then on dn-sim,
-#    and the pool's cells go round --repeats times (default 5), so both see the same minutes of
-#    this shared machine; the table takes medians and shows the real DataNode's own spread; its
+#    the one not measured paused (SIGSTOP; an idle DataNode's JVM took 6 % from dn-sim's 1 MiB
+#    echoes beside it, and the calibration's checks run with no real DataNode up), and the
+#    pool's cells go round --repeats times (default 5), so both see the same minutes of this
+#    shared machine; the table takes medians and shows the real DataNode's own spread; its
 #    ratios are each round's real / dn-sim (a pair run back to back), the median of the rounds.
 #    After pool 16's rounds the fit's loaded cells (1 MiB echoes and 1 MB writes, 8 x 8) run
 #    once more on the real DataNode: the table's header sets them beside the calibration's, the
@@ -56,7 +58,8 @@
 #   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
 #             profile (checked on dn-sim) loaded by dn-sim, its stages on /prom, and 2 cells of 1 s on both
 #             (echo sleep 2 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
-#             pool; the real DataNode's GC time read from its /prom): checks the pipeline,
+#             pool; each paused while the other runs, so the real DataNode's write follows a
+#             pause; its GC time read from its /prom): checks the pipeline,
 #             predicts nothing; into target/exp-twin-quick.
 # Defaults: --out results, --profile deploy/profiles/measured-2cores-ozone-2.2.0.toml
 # Environment: LOADGEN, DN_SIM: built binaries to use (default: release builds).
@@ -112,7 +115,7 @@ dn_sim="${DN_SIM:-target/release/dn-sim}"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/exp-twin.XXXXXX")"
 sim_pid="" base_pid=""
-stop_pid() { [ -n "$1" ] || return 0; kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+stop_pid() { [ -n "$1" ] || return 0; kill -CONT "$1" 2>/dev/null || true; kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 stop_sim() { stop_pid "$sim_pid"; sim_pid=""; }
 trap 'real_dn_stop; stop_sim; stop_pid "$base_pid"; rm -rf "$work"' EXIT
 csv="$work/cells.csv"
@@ -280,17 +283,25 @@ fi
 stop_sim
 
 # 2. Validation.
+# pair_cell GROUP POOL KIND BYTES CLIENTS THREADS SLEEP: the cell on the real DataNode with dn-sim
+# paused, then on dn-sim with the real DataNode paused.
+pair_cell() {
+    kill -STOP "$sim_pid"
+    cell "$1" "$2" real "$dn_addr" "${@:3}"
+    kill -CONT "$sim_pid"
+    real_dn_pause
+    cell "$1" "$2" dn-sim "$sim_addr" "${@:3}"
+    real_dn_resume
+}
 if [ "$quick" = 1 ]; then
-    # The DataNode of the fit is still running (pool 10).
-    cell quick 10 real "$dn_addr" echo 0 32 32 2
-    cell quick 10 real "$dn_addr" write $((1 << 20)) 4 4 0
-    real_dn_stop
+    # The DataNode of the fit is still running (pool 10); its write follows a pause.
     start_sim 10 --profile "$profile"
-    cell quick 10 dn-sim "$sim_addr" echo 0 32 32 2
-    cell quick 10 dn-sim "$sim_addr" write $((1 << 20)) 4 4 0
+    pair_cell quick 10 echo 0 32 32 2
+    pair_cell quick 10 write $((1 << 20)) 4 4 0
+    real_dn_stop
     stop_sim
 else
-    # Each pool: the real DataNode and dn-sim run side by side (the one not measured idles), and
+    # Each pool: the real DataNode and dn-sim run side by side (the one not measured paused), and
     # each cell runs on the real one, then on dn-sim, --repeats times round the pool's cells: the
     # machine's drift falls on both alike, and the medians and the real DataNode's own spread
     # come from the same minutes.
@@ -311,8 +322,7 @@ else
             while read -r group kind bytes clients threads sleep_ms; do
                 container=1
                 [ "$kind" = write ] && { container=$next_container; next_container=$((next_container + 1)); }
-                cell "$group" "$p" real "$dn_addr" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
-                cell "$group" "$p" dn-sim "$sim_addr" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
+                pair_cell "$group" "$p" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
             done < <(pool_cells "$p")
         done
         if [ "$p" = 16 ]; then

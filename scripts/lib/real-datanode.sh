@@ -4,14 +4,21 @@
 #   real_dn_start DIR VERSION [real-datanode.sh arguments...]
 #       starts scripts/real-datanode.sh in the background with its files in DIR (out, log,
 #       conf.xml: the cluster's configuration for freon's -conf), waits for its `datanode` line;
-#       sets dn_pid, dn_addr, dn_ratis (its Ratis client port) and dn_pipeline (the RATIS/ONE
-#       pipeline of its containers: the Raft group) and dn_http (the HTTP address whose /prom
-#       shows its metrics). Returns 1 (with the log's tail on stderr) if it does not start.
+#       sets real_dn_pid (not dn_pid: lib.sh's start_dn_sim sets that), dn_addr, dn_ratis (its
+#       Ratis client port) and dn_pipeline (the RATIS/ONE pipeline of its containers: the Raft
+#       group) and dn_http (the HTTP address whose /prom shows its metrics). Returns 1 (with the log's tail on stderr) if it does not start.
 #   real_dn_gc_ms
 #       prints the milliseconds its JVM has spent in GC pauses so far (jvm_metrics_gc_time_millis
 #       on its /prom, the DataNode's series), or nothing when /prom does not answer.
+#   real_dn_pause / real_dn_resume
+#       stops (SIGSTOP) / continues (SIGCONT) its JVM, SCM and OM with it: an idle DataNode's
+#       JVM still takes CPU from whatever runs beside it (about 6 % of dn-sim's 1 MiB echoes on
+#       2 cores). Safe for seconds: the DataNode heartbeats every 30 s and SCM marks it stale
+#       after 5 min (hdds.heartbeat.interval, ozone.scm.stale.node.interval; the harness keeps
+#       Ozone's defaults), and its Ratis groups have one member.
 #   real_dn_stop
-#       closes its stdin and sends SIGTERM to the PID it started, waits for it.
+#       closes its stdin and sends SIGTERM to the PID it started (its JVM continued first if
+#       paused), waits for it.
 #   freon_cmd VERSION CONF -- ARGS...
 #       sets the array `freon` to the command line of the real freon (its own JVM, 1 GiB heap,
 #       Ozone's Java 17 flags, warnings only) with -conf CONF and ARGS.
@@ -30,7 +37,7 @@ real_dn_start() {
     done
     "$root/scripts/real-datanode.sh" --ozone-version "$version" --conf-out "$dir/conf.xml" --info "$dir/info" "$@" \
         <"$dir/dn-stdin" >"$dir/out" 2>"$dir/log" &
-    dn_pid=$!
+    real_dn_pid=$!
     exec 9>"$dir/dn-stdin" # holds the DataNode's stdin open; closing it stops the DataNode
     dn_addr=""
     local _
@@ -42,7 +49,7 @@ real_dn_start() {
             dn_http="$(awk '/^http /{print $2}' "$info" 2>/dev/null || true)"
             return 0
         fi
-        if ! kill -0 "$dn_pid" 2>/dev/null; then
+        if ! kill -0 "$real_dn_pid" 2>/dev/null; then
             tail -20 "$dir/log" >&2
             return 1
         fi
@@ -58,12 +65,31 @@ real_dn_gc_ms() {
         awk '/^jvm_metrics_gc_time_millis\{.*processname="HddsDatanode"/ { print $2; exit }' || true
 }
 
+# The DataNode's JVM: real-datanode.sh's child (the script itself stays to clean up after it).
+real_dn_jvm() { pgrep -P "$real_dn_pid" -x java; }
+
+real_dn_pause() {
+    [ -n "${real_dn_pid:-}" ] || return 0
+    local jvm
+    jvm="$(real_dn_jvm)" || { echo "real_dn_pause: no JVM under PID $real_dn_pid" >&2; return 1; }
+    kill -STOP "$jvm"
+}
+
+real_dn_resume() {
+    [ -n "${real_dn_pid:-}" ] || return 0
+    local jvm
+    jvm="$(real_dn_jvm)" || { echo "real_dn_resume: no JVM under PID $real_dn_pid" >&2; return 1; }
+    kill -CONT "$jvm"
+}
+
 real_dn_stop() {
-    [ -n "${dn_pid:-}" ] || return 0
+    [ -n "${real_dn_pid:-}" ] || return 0
+    local jvm
+    if jvm="$(real_dn_jvm)"; then kill -CONT "$jvm" 2>/dev/null || true; fi
     exec 9>&-
-    kill -TERM "$dn_pid" 2>/dev/null || true
-    wait "$dn_pid" 2>/dev/null || true
-    dn_pid="" dn_http=""
+    kill -TERM "$real_dn_pid" 2>/dev/null || true
+    wait "$real_dn_pid" 2>/dev/null || true
+    real_dn_pid="" dn_http=""
 }
 
 freon_cmd() {
