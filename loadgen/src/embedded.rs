@@ -190,7 +190,7 @@ mod without_dn_sim {
 
     pub fn start_profiled(_: &str, _: i64, _: u32, _: usize) -> Result<Server, Error> {
         Err(Error::Usage(format!(
-            "calibrate's check (--check-rounds 0 skips it): {NOT_BUILT_IN}"
+            "calibrate's check (--check-on COMMAND runs it on a dn-sim process, --check-rounds 0 skips it): {NOT_BUILT_IN}"
         )))
     }
 

@@ -166,6 +166,10 @@ fn bad_calibrate_flags_exit_2_with_one_line_naming_them() {
         "--pools",
     );
     support::assert_usage_error(&["calibrate"], "--target");
+    support::assert_usage_error(
+        &["calibrate", "--with", "x.json", "--check-on", " "],
+        "--check-on",
+    );
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"cells\": 7}").unwrap();

@@ -23,6 +23,7 @@
 //! sizes its event loops at start, so its other pools come from runs of their own, restarted
 //! with the pool key, saved with `--cells-out` and given back with `--with`.
 
+mod dn_sim_process;
 pub mod fit;
 
 use crate::cli::calibrate::CalibrateArgs;
@@ -46,6 +47,13 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
         return Err(usage(
             "--pools needs --admin HOST:PORT (dn-sim's --metrics-listen); restart a real DataNode per pool and use --with".into(),
         ));
+    }
+    if args
+        .check_on
+        .as_deref()
+        .is_some_and(|c| c.trim().is_empty())
+    {
+        return Err(usage("--check-on names no program".into()));
     }
     if args.target.is_none() && args.with.is_empty() {
         return Err(usage("--target HOST:PORT or --with FILE is needed".into()));
@@ -111,16 +119,48 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
     })
 }
 
-/// The profile's checks on an embedded dn-sim with the profile as it stands, up to
+/// The dn-sim a check runs on, with the profile as it stands; it stops when dropped.
+enum CheckDnSim {
+    Embedded(crate::embedded::Server),
+    Process(dn_sim_process::DnSimProcess),
+}
+
+impl CheckDnSim {
+    fn addr(&self) -> String {
+        match self {
+            CheckDnSim::Embedded(server) => server.local_addr().to_string(),
+            CheckDnSim::Process(process) => process.addr().to_string(),
+        }
+    }
+}
+
+/// The profile's checks on a dn-sim with the profile as it stands (embedded, or a process of
+/// `--check-on`'s), up to
 /// `--check-rounds` rounds each: the loops' and the handler's costs on the loaded 0 B echoes
 /// they were priced on (`fit::SaturationCheck`), then the 1 MiB echo at one request in flight
 /// (`fit::Check`), then the echo payload's lock on the loaded echo it was priced on
 /// (`fit::LockCheck`). Each runs only when the fit has what it checks.
 fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let embedded = |fitted: &fit::Fitted, pool: u32| {
+    let command: Option<Vec<String>> = args
+        .check_on
+        .as_ref()
+        .map(|c| c.split_whitespace().map(str::to_string).collect());
+    let on = if command.is_some() {
+        "a dn-sim process (--check-on)"
+    } else {
+        "an embedded dn-sim"
+    };
+    let dn_sim = |fitted: &fit::Fitted, pool: u32| {
         let profile = fitted.to_toml(&args.release, "loadgen calibrate's check", "");
-        crate::embedded::start_profiled(&profile, args.container_id, pool, threads)
+        match &command {
+            Some(command) => {
+                dn_sim_process::DnSimProcess::start(command, &profile, pool, args.container_id)
+                    .map(CheckDnSim::Process)
+            }
+            None => crate::embedded::start_profiled(&profile, args.container_id, pool, threads)
+                .map(CheckDnSim::Embedded),
+        }
     };
     if fitted.saturation_checkable() {
         // One dn-sim per pool and round, its cells in a row.
@@ -128,13 +168,11 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
         pools.sort_unstable();
         pools.dedup();
         for round in 1..=args.check_rounds {
-            eprintln!(
-                "loadgen calibrate: saturation check round {round} on an embedded dn-sim with the profile"
-            );
+            eprintln!("loadgen calibrate: saturation check round {round} on {on} with the profile");
             let mut rates = vec![0.0; fitted.saturation_cells.len()];
             for &pool in &pools {
-                let server = embedded(fitted, pool)?;
-                let addr = server.local_addr().to_string();
+                let server = dn_sim(fitted, pool)?;
+                let addr = server.addr();
                 for (i, c) in fitted.saturation_cells.iter().enumerate() {
                     if c.pool == pool {
                         let shape = (c.clients, c.threads);
@@ -152,11 +190,9 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
     }
     if fitted.checkable() {
         for round in 1..=args.check_rounds {
-            let server = embedded(fitted, CHECK_POOL)?;
-            let addr = server.local_addr().to_string();
-            eprintln!(
-                "loadgen calibrate: check round {round} on an embedded dn-sim with the profile"
-            );
+            let server = dn_sim(fitted, CHECK_POOL)?;
+            let addr = server.addr();
+            eprintln!("loadgen calibrate: check round {round} on {on} with the profile");
             let c = cell(args, &addr, CHECK_POOL, Kind::Echo, MIB, (1, 1), 0)
                 .map_err(Error::mid_run)?;
             drop(server);
@@ -172,11 +208,9 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
         // pool of 2 the handlers' CPU, not the lock, limits dn-sim's loaded 1 MiB echoes (142
         // calls/s at any price under 4.6 ns/B where the real DataNode made 161).
         for round in 1..=args.check_rounds {
-            let server = embedded(fitted, CHECK_POOL)?;
-            let addr = server.local_addr().to_string();
-            eprintln!(
-                "loadgen calibrate: lock check round {round} on an embedded dn-sim with the profile"
-            );
+            let server = dn_sim(fitted, CHECK_POOL)?;
+            let addr = server.addr();
+            eprintln!("loadgen calibrate: lock check round {round} on {on} with the profile");
             let shape = (priced.clients, priced.threads);
             let c = cell(
                 args,

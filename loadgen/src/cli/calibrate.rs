@@ -54,6 +54,15 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=9))]
     pub check_rounds: u32,
 
+    /// Run the checks on dn-sim processes started with this command (the program, then
+    /// arguments of your own, split on spaces), e.g. "target/release/dn-sim
+    /// --http2-stream-window 1MB"; loadgen adds --listen 127.0.0.1:0, --metrics-listen none,
+    /// --ratis-listen none, --store discard, --profile, --handler-count, --containers and
+    /// --ready-file: the checks run on the binary and flags you will run. Default: a dn-sim
+    /// embedded in this process (none in a loadgen built without it).
+    #[arg(long, value_name = "COMMAND")]
+    pub check_on: Option<String>,
+
     /// Cells measured earlier (a --cells-out file), e.g. at other pools of a restarted
     /// DataNode; fitted with this run's (repeatable).
     #[arg(long = "with", value_name = "FILE")]
