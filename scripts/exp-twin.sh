@@ -11,9 +11,10 @@
 #    per-byte baseline. The cells of both pools are fitted
 #    into the profile (kind "measured"); the baseline runs the loaded cells too at each pool:
 #    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
-#    real DataNode's handler wakes from a sleep. The fit is then checked on an embedded dn-sim
-#    that runs it, cells as long as the fit's, up to 4 rounds each (the round nearest the real
-#    DataNode kept): the loaded 0 B echoes at each pool (the loop's and the handler's costs
+#    real DataNode's handler wakes from a sleep. The fit is then checked on the dn-sim the
+#    validation runs (this dn-sim binary and its flags, a process of its own: --check-on; no
+#    real DataNode running), cells as long as the fit's, up to 4 rounds each (the round nearest
+#    the real DataNode kept): the loaded 0 B echoes at each pool (the loop's and the handler's costs
 #    scaled by dn-sim's calls/s over the real DataNode's where each limits the model), the 1 MiB
 #    echo at one request in flight (what dn-sim's handler spends beyond the real DataNode's
 #    latency moves to the background), the loaded echo the payload lock was priced on.
@@ -99,6 +100,24 @@ fi
 out="${out:-results}"
 [ -n "$profile" ] || { [ "$quick" = 1 ] && profile="$out/measured-2cores-ozone-2.2.0.toml" || profile=deploy/profiles/measured-2cores-ozone-2.2.0.toml; }
 mkdir -p "$out" "$(dirname "$profile")"
+# The real DataNode keeps what pool 16's write cells write until its rounds end (3 cells a round
+# and the drift cell, up to about 0.5 GB/s here; a run of 6 rounds filled the disk at round 5):
+# a run without room stops here, not 40 minutes in.
+if [ "$quick" = 0 ]; then
+    need_gb=$(python3 - "$repeats" "$duration" "$warmup" <<'PY'
+import re, sys
+def secs(d):
+    m = re.fullmatch(r"([0-9.]+)(ms|s|m)", d)
+    return 0.0 if not m else float(m[1]) * {"ms": 1e-3, "s": 1.0, "m": 60.0}[m[2]]
+print(int((3 * int(sys.argv[1]) + 1) * (secs(sys.argv[2]) + secs(sys.argv[3])) * 0.5) + 1)
+PY
+)
+    free_gb=$(df -Pk "${TMPDIR:-/tmp}" | awk 'NR == 2 { print int($4 / 1048576) }')
+    [ "$free_gb" -ge "$need_gb" ] || {
+        echo "exp-twin.sh: the real DataNode's writes need about $need_gb GB free under ${TMPDIR:-/tmp} ($free_gb GB free): free some, or lower --repeats or --duration" >&2
+        exit 1
+    }
+fi
 
 harness_setup exp-twin.sh "$version" || exit $?
 # The heap the table's header names: the JVM's ergonomic choice when no -Xmx is given.
@@ -244,10 +263,15 @@ for p in $fit_pools; do
     [ "$quick" = 1 ] || real_dn_stop
 done
 stop_pid "$base_pid"; base_pid=""
-# The fit, checked on an embedded dn-sim with cells as long as the fit's.
+# The fit, checked on dn-sim processes as the validation runs them (binary and flags), with
+# cells as long as the fit's; in --quick the real DataNode is still up, paused meanwhile.
+real_dn_pause
 "$loadgen" calibrate "${with[@]}" --release "$version" --out "$profile" --duration "$cal_duration" \
-    --warmup "$cal_warmup" --rounds "$cal_rounds" --check-rounds 4 >"$out/exp-twin-fit.md" 2>"$work/cal.err" ||
-    { cat "$work/cal.err" >&2; exit 1; }
+    --warmup "$cal_warmup" --rounds "$cal_rounds" --check-rounds 4 --check-on "$dn_sim ${dn_wire[*]}" \
+    >"$out/exp-twin-fit.md" 2>"$work/cal.err" || { cat "$work/cal.err" >&2; exit 1; }
+real_dn_resume
+grep -q 'check round 1 on a dn-sim process' "$work/cal.err" ||
+    { cat "$work/cal.err" >&2; echo "exp-twin.sh: the profile was not checked on a dn-sim process" >&2; exit 1; }
 cat "$out/exp-twin-fit.md" >&2
 
 # The profile loads in dn-sim, and each stage it prices reports on /prom after a little load
