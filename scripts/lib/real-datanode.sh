@@ -6,7 +6,8 @@
 #       conf.xml: the cluster's configuration for freon's -conf), waits for its `datanode` line;
 #       sets real_dn_pid (not dn_pid: lib.sh's start_dn_sim sets that), dn_addr, dn_ratis (its
 #       Ratis client port) and dn_pipeline (the RATIS/ONE pipeline of its containers: the Raft
-#       group) and dn_http (the HTTP address whose /prom shows its metrics). Returns 1 (with the log's tail on stderr) if it does not start.
+#       group) and dn_http (the HTTP address whose /prom shows its metrics). Returns 1 (with the
+#       log's tail on stderr) if it does not start.
 #   real_dn_gc_ms
 #       prints the milliseconds its JVM has spent in GC pauses so far (jvm_metrics_gc_time_millis
 #       on its /prom, the DataNode's series), or nothing when /prom does not answer.
@@ -65,27 +66,20 @@ real_dn_gc_ms() {
         awk '/^jvm_metrics_gc_time_millis\{.*processname="HddsDatanode"/ { print $2; exit }' || true
 }
 
-# The DataNode's JVM: real-datanode.sh's child (the script itself stays to clean up after it).
-real_dn_jvm() { pgrep -P "$real_dn_pid" -x java; }
-
-real_dn_pause() {
+# real_dn_signal SIG: sends SIG to the DataNode's JVM, real-datanode.sh's child (the script
+# itself stays to clean up after it); nothing when no DataNode was started.
+real_dn_signal() {
     [ -n "${real_dn_pid:-}" ] || return 0
     local jvm
-    jvm="$(real_dn_jvm)" || { echo "real_dn_pause: no JVM under PID $real_dn_pid" >&2; return 1; }
-    kill -STOP "$jvm"
+    jvm="$(pgrep -P "$real_dn_pid" -x java)" || { echo "real_dn_signal $1: no JVM under PID $real_dn_pid" >&2; return 1; }
+    kill "-$1" "$jvm"
 }
-
-real_dn_resume() {
-    [ -n "${real_dn_pid:-}" ] || return 0
-    local jvm
-    jvm="$(real_dn_jvm)" || { echo "real_dn_resume: no JVM under PID $real_dn_pid" >&2; return 1; }
-    kill -CONT "$jvm"
-}
+real_dn_pause() { real_dn_signal STOP; }
+real_dn_resume() { real_dn_signal CONT; }
 
 real_dn_stop() {
     [ -n "${real_dn_pid:-}" ] || return 0
-    local jvm
-    if jvm="$(real_dn_jvm)"; then kill -CONT "$jvm" 2>/dev/null || true; fi
+    real_dn_signal CONT 2>/dev/null || true
     exec 9>&-
     kill -TERM "$real_dn_pid" 2>/dev/null || true
     wait "$real_dn_pid" 2>/dev/null || true

@@ -459,7 +459,7 @@ fn background_loop(shared: Weak<Shared>) {
         }
         let taken = s
             .debt
-            .fetch_update(SeqCst, SeqCst, |d| (d > 0).then(|| d - d.min(slice)))
+            .fetch_update(Relaxed, Relaxed, |d| (d > 0).then(|| d - d.min(slice)))
             .map_or(0, |d| d.min(slice));
         if taken == 0 {
             s.debt_gauge.set(0.0);
