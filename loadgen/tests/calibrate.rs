@@ -114,7 +114,7 @@ fn calibrating_a_dn_sim_of_a_known_profile_gives_back_its_costs() {
     assert!(p.fit.residuals.len() >= 13, "{report}");
     // The loops' and the handler's costs were checked on an embedded dn-sim with the profile.
     assert!(
-        report.contains("# Loops and handler checked on dn-sim (loaded 0 B echoes"),
+        report.contains("# Loops, handler and CPU checked on dn-sim (loaded 0 B echoes"),
         "{report}"
     );
     // The cells file feeds a fit of its own (--with), to the same costs: those the check's
@@ -137,13 +137,14 @@ fn calibrating_a_dn_sim_of_a_known_profile_gives_back_its_costs() {
     loadgen::run_tool(&cli).unwrap().unwrap();
     let q = Profile::load(&refit).unwrap();
     let first_round = format!(
-        "at {:.1} + {:.1} µs",
+        "at {:.1} + {:.1} + {:.1} µs",
         q.event_loop_request.per_message_us + q.event_loop_response.per_message_us,
-        q.handler_request.per_message_us
+        q.handler_request.per_message_us,
+        q.cpu_handler.per_message_us + q.cpu_background.per_message_us
     );
     let checked = report
         .lines()
-        .find(|l| l.starts_with("# Loops and handler checked"))
+        .find(|l| l.starts_with("# Loops, handler and CPU checked"))
         .and_then(|l| l.split("on the target, ").nth(1))
         .and_then(|rounds| rounds.split(", ").next());
     assert!(

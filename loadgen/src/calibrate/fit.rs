@@ -184,6 +184,9 @@ pub struct Fitted {
     /// The loaded 0 B echoes step 2 priced the loops and the handler on (the saturation check
     /// runs them on dn-sim too).
     pub saturation_cells: Vec<Cell>,
+    /// Per saturation cell, the calls/s the CPU stage allows it at the fitted costs (infinite
+    /// without a CPU stage).
+    pub saturation_cpu_bounds: Vec<f64>,
     /// The check of the loops' and the handler's costs on a dn-sim that runs the profile.
     pub saturation_check: Option<SaturationCheck>,
 }
@@ -269,8 +272,9 @@ impl LockCheck {
     }
 }
 
-/// The check of the event loops' and the handler's costs per message on a dn-sim that runs the
-/// profile: the loaded 0 B echoes step 2 priced them on, there and on the target.
+/// The check of the event loops', the handler's and the CPU stage's costs per message on a
+/// dn-sim that runs the profile: the loaded 0 B echoes step 2 priced them on, there and on the
+/// target.
 ///
 /// Why: the model takes a virtual stage's cost as the time it adds to what dn-sim spends, but
 /// dn-sim's own work and its waits for the stage (timer wake-ups) take time too, so dn-sim can
@@ -279,22 +283,50 @@ impl LockCheck {
 /// serve 37.7 k calls/s at pool 16, 32 × 32; dn-sim with them served 22.2 k where the DataNode
 /// served 35.4 k (a fit of the same cells from another run chose none, and met them). Each round
 /// scales each stage's cost by dn-sim's calls/s over the target's on the cells that stage limits
-/// in the model (their geometric mean; all the cells when it limits none), unless those are
-/// within [`SATURATION_TOLERANCE`]; a cost below the grid's floor becomes none.
+/// in the model (their geometric mean; the cells neither the CPU nor the other stage limits
+/// when it limits none), unless those are within [`SATURATION_TOLERANCE`]; a cost below the
+/// grid's floor becomes none.
+///
+/// The CPU stage's cost per message is corrected the way it was priced: where it limits cells,
+/// by `u × (1 / X_target − 1 / X_dn-sim)` a message (`u` its capacity, the mean over those
+/// cells), down to none. Why: a fit of a real Ozone 2.2.0 DataNode's cells put nothing on the
+/// loops and the handler and 12.0 µs of CPU on each message, with which dn-sim served 27.5 k–
+/// 35.6 k calls/s of 0 B echoes at 32 × 32 where the DataNode served 34.7 k (pool 2) and 40.1 k
+/// (pool 10); a check that scaled only the loops and the handler had nothing to scale.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SaturationCheck {
     /// The target's calls/s, per cell of `Fitted::saturation_cells`.
     pub target_calls_per_s: Vec<f64>,
-    /// Per cell: whether the model's limit of the two stages there is the loop (else the
-    /// handler), at the fitted costs.
-    pub loop_bound: Vec<bool>,
-    /// The costs as fitted (µs): loop per message pair, handler per command.
-    pub fitted_us: (f64, f64),
-    /// Per round: the scales of the loop's and the handler's fitted costs it ran with, and
-    /// dn-sim's calls/s per cell.
-    pub rounds: Vec<((f64, f64), Vec<f64>)>,
+    /// Per cell: the stage that limits it in the model at the fitted costs.
+    pub limits: Vec<Limit>,
+    /// The CPU stage's capacity (busy cores) its per-message cost is corrected at.
+    pub cpu_capacity_cores: f64,
+    /// The handler's share of the CPU stage's cost per message, as fitted (the rest is the
+    /// background's).
+    pub cpu_handler_share: f64,
+    /// Per round: the costs it ran with, and dn-sim's calls/s per cell. The first round's are
+    /// the fitted ones.
+    pub rounds: Vec<(MessageCosts, Vec<f64>)>,
     /// The round whose costs were kept (0-based), once settled.
     pub kept: Option<usize>,
+}
+
+/// The costs a saturation check round runs with (µs): the loop's per message pair, the
+/// handler's per command, the CPU stage's per message (its handler and background parts
+/// together).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MessageCosts {
+    pub loop_us: f64,
+    pub handler_us: f64,
+    pub cpu_us: f64,
+}
+
+/// The stage that limits a loaded cell in the model: the one with the least bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    Loop,
+    Handler,
+    Cpu,
 }
 
 /// A stage whose cells ran within this share of the target's calls/s (geometric mean) in a
@@ -328,29 +360,56 @@ impl SaturationCheck {
         .map(f64::exp)
     }
 
-    /// The scales (loop, handler) the round after `round` runs with. A stage still slow after
-    /// its cost was cut, whose cells came less than a third of the way to the target's rate,
-    /// gets none: there dn-sim's own time, not the cost, is what holds it back (a handler's
-    /// 44.6 µs cut to 34.8 and 27.1 moved dn-sim's pool of 2 from 29.3 k to 30.4 k and 29.5 k
-    /// calls/s, where the real DataNode served 37.9 k).
-    fn next_scales(&self, round: usize) -> (f64, f64) {
-        let of = |round: usize, loop_stage: bool| {
-            self.ratio(round, |i| self.loop_bound[i] == loop_stage)
-                .or_else(|| self.ratio(round, |_| true))
+    /// The CPU stage's cost per message the round after `round` runs with: where it limits
+    /// cells outside [`SATURATION_TOLERANCE`], corrected by `u × (1 / X_target − 1 / X_dn-sim)`
+    /// averaged over them, never below none.
+    fn next_cpu_us(&self, round: usize) -> f64 {
+        let (costs, sim) = &self.rounds[round];
+        let cpu = |i: &usize| self.limits[*i] == Limit::Cpu;
+        let Some(r) = self.ratio(round, |i| cpu(&i)) else {
+            return costs.cpu_us;
+        };
+        if !r.is_finite() || r.ln().abs() <= (1.0 + SATURATION_TOLERANCE).ln() {
+            return costs.cpu_us;
+        }
+        let delta_us = mean((0..sim.len()).filter(cpu).map(|i| {
+            let (t, s) = (self.target_calls_per_s[i], sim[i]);
+            self.cpu_capacity_cores * (1.0 / t.max(1e-9) - 1.0 / s.max(1e-9)) * 1e6
+        }))
+        .unwrap_or(0.0);
+        (costs.cpu_us + delta_us).max(0.0)
+    }
+
+    /// The costs the round after `round` runs with. A loop or handler still slow after its
+    /// cost was cut, whose cells came less than a third of the way to the target's rate, gets
+    /// none: there dn-sim's own time, not the cost, is what holds it back (a handler's 44.6 µs
+    /// cut to 34.8 and 27.1 moved dn-sim's pool of 2 from 29.3 k to 30.4 k and 29.5 k calls/s,
+    /// where the real DataNode served 37.9 k).
+    fn next_costs(&self, round: usize) -> MessageCosts {
+        // A stage that limits no cell follows the cells the CPU does not limit either: those
+        // the CPU limits are its own to correct.
+        let of = |round: usize, stage: Limit| {
+            self.ratio(round, |i| self.limits[i] == stage)
+                .or_else(|| self.ratio(round, |i| self.limits[i] != Limit::Cpu))
         };
         let floor = grid().next().unwrap_or(0.0);
         let tolerance = (1.0 + SATURATION_TOLERANCE).ln();
-        let step = |scale: f64, fitted_us: f64, loop_stage: bool| {
-            let Some(r) = of(round, loop_stage).filter(|r| r.is_finite() && *r > 0.0) else {
-                return scale;
+        let cost = |c: &MessageCosts, stage: Limit| match stage {
+            Limit::Loop => c.loop_us,
+            _ => c.handler_us,
+        };
+        let step = |stage: Limit| {
+            let now = cost(&self.rounds[round].0, stage);
+            let Some(r) = of(round, stage).filter(|r| r.is_finite() && *r > 0.0) else {
+                return now;
             };
             if r.ln().abs() <= tolerance {
-                return scale;
+                return now;
             }
             let before = round.checked_sub(1).and_then(|p| {
-                let cut = self.rounds[p].0;
-                let cut = if loop_stage { cut.0 } else { cut.1 };
-                (cut > scale).then(|| of(p, loop_stage)).flatten()
+                (cost(&self.rounds[p].0, stage) > now)
+                    .then(|| of(p, stage))
+                    .flatten()
             });
             if let Some(b) = before
                 && r < 1.0
@@ -358,14 +417,14 @@ impl SaturationCheck {
             {
                 return 0.0;
             }
-            let next = scale * r;
-            if fitted_us * next < floor { 0.0 } else { next }
+            let next = now * r;
+            if next < floor { 0.0 } else { next }
         };
-        let (l, h) = self.rounds[round].0;
-        (
-            step(l, self.fitted_us.0, true),
-            step(h, self.fitted_us.1, false),
-        )
+        MessageCosts {
+            loop_us: step(Limit::Loop),
+            handler_us: step(Limit::Handler),
+            cpu_us: self.next_cpu_us(round),
+        }
     }
 
     pub fn summary(&self) -> String {
@@ -377,13 +436,14 @@ impl SaturationCheck {
         let rounds: Vec<String> = self
             .rounds
             .iter()
-            .map(|((l, h), xs)| {
+            .map(|(c, xs)| {
                 let xs: Vec<String> = xs.iter().map(|x| format!("{x:.0}")).collect();
                 format!(
-                    "{} at {:.1} + {:.1} µs",
+                    "{} at {:.1} + {:.1} + {:.1} µs",
                     xs.join("/"),
-                    self.fitted_us.0 * l,
-                    self.fitted_us.1 * h
+                    c.loop_us,
+                    c.handler_us,
+                    c.cpu_us
                 )
             })
             .collect();
@@ -391,9 +451,9 @@ impl SaturationCheck {
             .kept
             .map_or(String::new(), |k| format!("; round {}'s costs kept", k + 1));
         format!(
-            "Loops and handler checked on dn-sim (loaded 0 B echoes, calls/s; costs: loop per \
-             message pair + handler per command): {} on the target, {} on dn-sim{kept} \
-             (the residuals above are the fit's, before this check).",
+            "Loops, handler and CPU checked on dn-sim (loaded 0 B echoes, calls/s; costs: loop \
+             per message pair + handler per command + CPU per message): {} on the target, {} on \
+             dn-sim{kept} (the residuals above are the fit's, before this check).",
             targets.join("/"),
             rounds.join(", ")
         )
@@ -863,6 +923,11 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
             .filter(|c| c.in_flight() > 1)
             .map(|c| (*c).clone())
             .collect(),
+        saturation_cpu_bounds: small
+            .iter()
+            .filter(|c| c.in_flight() > 1)
+            .map(|c| cpu_bound(c).unwrap_or(f64::INFINITY))
+            .collect(),
         saturation_check: None,
     })
 }
@@ -940,54 +1005,83 @@ impl Fitted {
         check.kept = Some(best);
     }
 
-    /// Whether the saturation check has anything to scale: loops or a handler that cost, and
-    /// the cells they were priced on.
+    /// The stage that limits each saturation cell in the model at the costs as they stand:
+    /// the least of the loops', the handlers' (their own cost and their CPU) and the CPU
+    /// stage's bounds; the handlers' among equals.
+    fn saturation_limits(&self) -> Vec<Limit> {
+        let bound = |n: u32, us: f64| {
+            if us > 0.0 {
+                f64::from(n) / us * 1e6
+            } else {
+                f64::INFINITY
+            }
+        };
+        let (l, h) = (self.loop_us, self.handler_us + self.cpu_handler[0]);
+        self.saturation_cells
+            .iter()
+            .zip(&self.saturation_cpu_bounds)
+            .map(|(c, &cpu)| {
+                let loops = loops(c.pool, self.cores).min(c.active_connections().max(1));
+                let by_loop = bound(loops, l);
+                let by_handler = bound(c.pool.min(c.in_flight()).max(1), h);
+                if cpu < by_loop.min(by_handler) {
+                    Limit::Cpu
+                } else if by_loop < by_handler {
+                    Limit::Loop
+                } else {
+                    Limit::Handler
+                }
+            })
+            .collect()
+    }
+
+    /// The CPU stage's cost per message, its handler and background parts together.
+    fn cpu_message_us(&self) -> f64 {
+        self.cpu_handler[0] + self.cpu_background[0]
+    }
+
+    /// Whether the saturation check has anything to scale: loops or a handler that cost, or a
+    /// CPU stage that limits one of the cells they were priced on.
     pub fn saturation_checkable(&self) -> bool {
-        self.loop_us + self.handler_us > 0.0 && !self.saturation_cells.is_empty()
+        !self.saturation_cells.is_empty()
+            && (self.loop_us + self.handler_us > 0.0
+                || self.saturation_limits().contains(&Limit::Cpu))
     }
 
     /// Records a round of the saturation check: dn-sim ran `Fitted::saturation_cells` at
     /// `sim_calls_per_s` with the costs as they stand. Returns whether another round is worth
     /// running (dn-sim off the target by more than [`SATURATION_TOLERANCE`], and the costs
-    /// moved); scales the costs for it.
+    /// moved); sets the costs for it.
     pub fn saturation_check_round(&mut self, sim_calls_per_s: Vec<f64>) -> bool {
         if self.saturation_check.is_none() {
-            let (l, h) = (self.loop_us, self.handler_us + self.cpu_handler[0]);
-            let bound = |n: u32, us: f64| {
-                if us > 0.0 {
-                    f64::from(n) / us
-                } else {
-                    f64::INFINITY
-                }
-            };
-            let loop_bound = self
-                .saturation_cells
-                .iter()
-                .map(|c| {
-                    let loops = loops(c.pool, self.cores).min(c.active_connections().max(1));
-                    bound(loops, l) < bound(c.pool.min(c.in_flight()).max(1), h)
-                })
-                .collect();
             self.saturation_check = Some(SaturationCheck {
                 target_calls_per_s: self
                     .saturation_cells
                     .iter()
                     .map(|c| c.calls_per_s)
                     .collect(),
-                loop_bound,
-                fitted_us: (self.loop_us, self.handler_us),
+                limits: self.saturation_limits(),
+                cpu_capacity_cores: self.cpu_capacity_cores.unwrap_or(0.0),
+                cpu_handler_share: {
+                    let us = self.cpu_message_us();
+                    if us > 0.0 {
+                        self.cpu_handler[0] / us
+                    } else {
+                        0.0
+                    }
+                },
                 ..SaturationCheck::default()
             });
         }
-        let check = self.saturation_check.as_mut().expect("set above");
-        // The scales the round ran with: the last one's next.
-        let scales = match check.rounds.len() {
-            0 => (1.0, 1.0),
-            n => check.next_scales(n - 1),
+        let costs = MessageCosts {
+            loop_us: self.loop_us,
+            handler_us: self.handler_us,
+            cpu_us: self.cpu_message_us(),
         };
-        check.rounds.push((scales, sim_calls_per_s));
-        let next = check.next_scales(check.rounds.len() - 1);
-        if next == scales {
+        let check = self.saturation_check.as_mut().expect("set above");
+        check.rounds.push((costs, sim_calls_per_s));
+        let next = check.next_costs(check.rounds.len() - 1);
+        if next == costs {
             return false;
         }
         self.set_message_costs(next);
@@ -1006,16 +1100,22 @@ impl Fitted {
             return;
         };
         check.kept = Some(best);
-        let scales = check.rounds[best].0;
-        self.set_message_costs(scales);
+        let costs = check.rounds[best].0;
+        self.set_message_costs(costs);
     }
 
-    /// Sets the loops' and the handler's per-message costs to their scales × the fitted ones.
-    fn set_message_costs(&mut self, (l, h): (f64, f64)) {
-        if let Some(check) = &self.saturation_check {
-            self.loop_us = check.fitted_us.0 * l;
-            self.handler_us = check.fitted_us.1 * h;
-        }
+    /// Sets the loops', the handler's and the CPU stage's per-message costs. The CPU's splits
+    /// between the handler and the background as fitted (all to the background when it had
+    /// none): the handler's part is what the latency at one request in flight showed.
+    fn set_message_costs(&mut self, costs: MessageCosts) {
+        let share = self
+            .saturation_check
+            .as_ref()
+            .map_or(0.0, |c| c.cpu_handler_share);
+        self.loop_us = costs.loop_us;
+        self.handler_us = costs.handler_us;
+        self.cpu_handler[0] = share * costs.cpu_us;
+        self.cpu_background[0] = (1.0 - share) * costs.cpu_us;
     }
 
     /// Records a round of the lock's check: dn-sim ran the priced echo at `sim_calls_per_s`.
@@ -1310,8 +1410,8 @@ mod tests {
         assert_eq!(f.saturation_check, None);
         assert!(f.saturation_check_round(at([0.5, 0.72])));
         assert_eq!(
-            f.saturation_check.as_ref().unwrap().loop_bound,
-            [false, true]
+            f.saturation_check.as_ref().unwrap().limits,
+            [Limit::Handler, Limit::Loop]
         );
         assert!(scaled(&f, 0.72, 0.5), "{f:?}");
         // Pool 10 within 5 %: the loop stays; pool 2 still 20 % slow: the handler 0.5 x 0.8.
@@ -1326,7 +1426,7 @@ mod tests {
         assert_eq!(check.rounds.len(), 3);
         let toml = f.to_toml("2.2.0", "t", "now");
         assert!(
-            toml.contains("# Loops and handler checked on dn-sim"),
+            toml.contains("# Loops, handler and CPU checked on dn-sim"),
             "{toml}"
         );
         assert!(toml.contains("round 3's costs kept"), "{toml}");
@@ -1388,6 +1488,81 @@ mod tests {
         f.settle_saturation_check();
         assert_eq!(f.saturation_check.as_ref().unwrap().kept, Some(0));
         assert_eq!((f.loop_us, f.handler_us), (l0, h0));
+    }
+
+    /// A fit whose CPU stage (50 µs a message, 30 on the handler, at 2 busy cores) alone
+    /// limits the target's loaded 0 B echoes at pools 2 and 10: 20,000 calls/s each, where the
+    /// baseline served 40,000.
+    fn fitted_with_cpu_limits() -> Fitted {
+        let cells = vec![
+            echo(10, 1, 1, 0, 1e3 / 0.13, 0.13),
+            with_cpu(echo(0, 1, 1, 0, 1e3 / 0.1, 0.1), 0.1, true),
+            with_cpu(echo(2, 32, 32, 0, 20_000.0, 1.6), 0.1, false),
+            with_cpu(echo(10, 32, 32, 0, 20_000.0, 1.6), 0.1, false),
+            with_cpu(echo(0, 32, 32, 0, 40_000.0, 0.8), 0.05, true),
+        ];
+        fit(&cells, 2).unwrap()
+    }
+
+    #[test]
+    fn the_saturation_check_corrects_the_cpu_stage_where_it_limits_the_cells() {
+        let mut f = fitted_with_cpu_limits();
+        assert_eq!((f.loop_us, f.handler_us), (0.0, 0.0), "{f:?}");
+        assert!((f.cpu_handler[0] - 30.0).abs() < 1e-6, "{f:?}");
+        assert!((f.cpu_background[0] - 20.0).abs() < 1e-6, "{f:?}");
+        // Nothing on the loops and the handler, but the CPU limits both cells: checkable.
+        assert!(f.saturation_checkable(), "{f:?}");
+        // dn-sim at 16,000 calls/s where the target made 20,000: 2 cores x (1 / 20,000 -
+        // 1 / 16,000) s = -25 µs a message, split as fitted (3 : 2).
+        assert!(f.saturation_check_round(vec![16_000.0, 16_000.0]));
+        assert_eq!(
+            f.saturation_check.as_ref().unwrap().limits,
+            [Limit::Cpu, Limit::Cpu]
+        );
+        assert_eq!((f.loop_us, f.handler_us), (0.0, 0.0), "{f:?}");
+        assert!((f.cpu_handler[0] - 15.0).abs() < 1e-6, "{f:?}");
+        assert!((f.cpu_background[0] - 10.0).abs() < 1e-6, "{f:?}");
+        // Now 25 % fast: +2 x (1 / 20,000 - 1 / 25,000) s = +20 µs.
+        assert!(f.saturation_check_round(vec![25_000.0, 25_000.0]));
+        assert!((f.cpu_message_us() - 45.0).abs() < 1e-6, "{f:?}");
+        // Within 5 %: the check ends and keeps this round's costs, the nearest.
+        assert!(!f.saturation_check_round(vec![20_500.0, 19_800.0]));
+        f.settle_saturation_check();
+        assert_eq!(f.saturation_check.as_ref().unwrap().kept, Some(2));
+        assert!((f.cpu_handler[0] - 27.0).abs() < 1e-6, "{f:?}");
+        let toml = f.to_toml("2.2.0", "t", "now");
+        assert!(
+            toml.contains("[cpu.handler]\nper_message_us = 27.000"),
+            "{toml}"
+        );
+        assert!(
+            toml.contains("[cpu.background]\nper_message_us = 18.000"),
+            "{toml}"
+        );
+        assert!(
+            toml.contains("# Loops, handler and CPU checked on dn-sim"),
+            "{toml}"
+        );
+        assert!(
+            toml.contains("16000/16000 at 0.0 + 0.0 + 50.0 µs, 25000/25000 at 0.0 + 0.0 + 25.0 µs"),
+            "{toml}"
+        );
+    }
+
+    #[test]
+    fn the_saturation_check_takes_the_cpu_stage_down_to_none_and_no_further() {
+        let mut f = fitted_with_cpu_limits();
+        // dn-sim at a quarter of the target: -2 x (1 / 5,000 - 1 / 20,000) s = -300 µs, more
+        // than there is.
+        assert!(f.saturation_check_round(vec![5_000.0, 5_000.0]));
+        assert_eq!((f.cpu_handler[0], f.cpu_background[0]), (0.0, 0.0));
+        // Still slow without it: nothing left to take, the check ends on the nearer round.
+        assert!(!f.saturation_check_round(vec![15_000.0, 15_000.0]));
+        f.settle_saturation_check();
+        assert_eq!(f.saturation_check.as_ref().unwrap().kept, Some(1));
+        assert_eq!(f.cpu_message_us(), 0.0);
+        // The loops and the handler follow no cell of the CPU's: they stay at none.
+        assert_eq!((f.loop_us, f.handler_us), (0.0, 0.0), "{f:?}");
     }
 
     #[test]
