@@ -35,8 +35,9 @@
 #    once more on the real DataNode: the table's header sets them beside the calibration's, the
 #    machine's drift over the run (dn-sim's burns take a fixed CPU time and do not follow it).
 # Each DataNode gets untimed load after its start until its JIT has settled (3 s runs of 0 B
-# echoes, 32 x 32, until two in a row agree within 5 %, at most 10; the calls/s of each run go
-# in the table's header), each cell its own --warmup. The
+# echoes, 32 x 32, at least 6, until three in a row lie within 5 %, at most 15; then 3000 1 MiB echoes at
+# 8 x 8 and 3 s runs of them until three in a row lie within 5 %, at most 8; the calls/s of
+# each run go in the table's header), each cell its own --warmup. The
 # dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk) and advertise
 # the real DataNode's HTTP/2 windows and frame size.
 # Writes OUT/exp-twin.csv (every run of every cell), OUT/exp-twin.md (per cell the medians of
@@ -157,31 +158,46 @@ start_real() {
     [ "$jvm_warmup" = 0 ] || warm_real "$1"
 }
 
+# settled RATE...: whether the last three runs' calls/s lie within 5 % of their highest.
+settled() {
+    python3 -c 'import sys; v = [float(x) for x in sys.argv[1:]][-3:]; sys.exit(0 if len(v) == 3 and min(v) > 0 and min(v) >= 0.95 * max(v) else 1)' "$@"
+}
+
+# warm_run REPORT ARGS...: one untimed loadgen echo run against the DataNode; prints its calls/s.
+warm_run() {
+    local report=$1
+    shift
+    rm -f "$report"
+    "$loadgen" echo --target "$dn_addr" --container-id 1 -f --format json --output "$report" "$@" >/dev/null 2>&1 || true
+    calls_per_s "$report"
+}
+
 # warm_real POOL: untimed load on the DataNode just started until its JIT has settled. A fixed
 # 10 s was not enough: the first cell after a start ran at a third of the later rounds' calls/s
-# (JIT compiler threads busy), which made the real DataNode's spread, not dn-sim, the error.
+# (JIT compiler threads busy), which made the real DataNode's spread, not dn-sim, the error. Two
+# runs in a row within 5 % was not enough either: a start stopped at 9.0 k and 9.4 k calls/s
+# after 12 s (its cells later made 39 k), another at 27.9 k and 26.9 k after 34.6 k, and the 1 MiB echo of
+# one calibration ran at 100.6 calls/s where the same cell made 138.3 after the validation.
 warm_real() {
-    local prev="" now runs="" i
-    for ((i = 1; i <= 10; i++)); do
-        rm -f "$work/warm.json"
-        "$loadgen" echo --target "$dn_addr" --clients 32 -t 32 --duration 3s --container-id 1 -f \
-            --format json --output "$work/warm.json" >/dev/null 2>&1 || true
-        now="$(calls_per_s "$work/warm.json")"
+    local now runs="" big="" i
+    for ((i = 1; i <= 15; i++)); do
+        now="$(warm_run "$work/warm.json" --clients 32 -t 32 --duration 3s)"
         runs="$runs $now"
-        if [ -n "$prev" ] && python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if min(a, b) > 0 and abs(a - b) <= 0.05 * max(a, b) else 1)' "$prev" "$now"; then
-            break
-        fi
-        prev=$now
+        # shellcheck disable=SC2086 # one argument per run
+        if ((i >= 6)) && settled $runs; then break; fi
     done
     # The large payloads' paths: a real 2.2.0 DataNode's 1 MiB echo at one request in flight
     # went from 42 to 80 calls/s over its first 3000 or so, after the 0 B echoes above.
-    rm -f "$work/warm.json"
-    "$loadgen" echo --target "$dn_addr" --clients 8 -t 8 -n "$warm_calls" --payload-resp 1024 --container-id 1 -f \
-        --format json --output "$work/warm.json" >/dev/null 2>&1 || true
-    local big
-    big="$(calls_per_s "$work/warm.json")"
-    echo "  JIT warm-up, echo calls/s:$runs; then $warm_calls 1 MiB echoes at 8 x 8: $big" >&2
-    jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs, then $warm_calls 1 MiB echoes at 8 x 8: $big"
+    local first
+    first="$(warm_run "$work/warm.json" --clients 8 -t 8 -n "$warm_calls" --payload-resp 1024)"
+    for ((i = 1; i <= 8; i++)); do
+        now="$(warm_run "$work/warm.json" --clients 8 -t 8 --duration 3s --payload-resp 1024)"
+        big="$big $now"
+        # shellcheck disable=SC2086
+        if settled $big; then break; fi
+    done
+    echo "  JIT warm-up, echo calls/s:$runs; then $warm_calls 1 MiB echoes at 8 x 8: $first, then 1 MiB at 8 x 8:$big" >&2
+    jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs, then $warm_calls 1 MiB echoes at 8 x 8: $first, then 3 s runs of them:$big"
 }
 
 # calls_per_s REPORT: the successes a second of a loadgen JSON report; 0 without one.
@@ -414,8 +430,9 @@ lines = [f"Real Ozone {version} DataNode (maximum heap: {heap}) vs dn-sim --prof
          "real spread = the real DataNode's highest round ÷ its lowest. "
          "real GC = the share of the cell's time (warm-up included) the real DataNode's JVM spent in GC pauses "
          "(jvm_metrics_gc_time_millis on its /prom, the median of the rounds); dn-sim has no GC.",
-         *([f"JIT warm-up of each real DataNode start (3 s runs of 0 B echoes, 32 x 32, until two in a row agree "
-            f"within 5 %, at most 10, then 1 MiB echoes; calls/s): {jit_warmups}."] if jit_warmups else []),
+         *([f"JIT warm-up of each real DataNode start (3 s runs of 0 B echoes, 32 x 32, at least 6, until three in a "
+            f"row lie within 5 %, at most 15, then 1 MiB echoes at 8 x 8, 3 s runs until three in a row lie within 5 %, "
+            f"at most 8; calls/s): {jit_warmups}."] if jit_warmups else []),
          *([f"The machine's drift over the run, the fit's loaded cells on the real DataNode in the calibration "
             f"(pool 10) then after the validation (pool 16; one event loop at either): {'; '.join(drift)}."]
            if drift else []), "",
