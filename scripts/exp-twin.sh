@@ -35,9 +35,9 @@
 #    once more on the real DataNode: the table's header sets them beside the calibration's, the
 #    machine's drift over the run (dn-sim's burns take a fixed CPU time and do not follow it).
 # Each DataNode gets untimed load after its start until its JIT has settled (3 s runs of 0 B
-# echoes, 32 x 32, at least 6, until three in a row lie within 5 %, at most 15; then 3000 1 MiB echoes at
-# 8 x 8 and 3 s runs of them until three in a row lie within 5 %, at most 8; the calls/s of
-# each run go in the table's header), each cell its own --warmup. The
+# echoes, 32 x 32, at least 6, until three in a row lie within 5 %, at most 15; then 3000 1 MiB
+# echoes at 8 x 8 and 3 s runs of them until three in a row lie within 5 %, at most 8; the
+# calls/s of each run go in the table's header), each cell its own --warmup. The
 # dn-sims keep no chunk data (--store discard; the real DataNode writes to its disk) and advertise
 # the real DataNode's HTTP/2 windows and frame size.
 # Writes OUT/exp-twin.csv (every run of every cell), OUT/exp-twin.md (per cell the medians of
@@ -172,30 +172,33 @@ warm_run() {
     calls_per_s "$report"
 }
 
+# warm_until_settled MIN MAX ARGS...: 3 s warm runs of `loadgen echo ARGS` until at least MIN
+# ran and the last three are settled, at most MAX; prints each run's calls/s.
+warm_until_settled() {
+    local min=$1 max=$2 runs="" i
+    shift 2
+    for ((i = 1; i <= max; i++)); do
+        runs="$runs $(warm_run "$work/warm.json" --duration 3s "$@")"
+        # shellcheck disable=SC2086 # one argument per run
+        if ((i >= min)) && settled $runs; then break; fi
+    done
+    echo "$runs"
+}
+
 # warm_real POOL: untimed load on the DataNode just started until its JIT has settled. A fixed
 # 10 s was not enough: the first cell after a start ran at a third of the later rounds' calls/s
 # (JIT compiler threads busy), which made the real DataNode's spread, not dn-sim, the error. Two
 # runs in a row within 5 % was not enough either: a start stopped at 9.0 k and 9.4 k calls/s
-# after 12 s (its cells later made 39 k), another at 27.9 k and 26.9 k after 34.6 k, and the 1 MiB echo of
-# one calibration ran at 100.6 calls/s where the same cell made 138.3 after the validation.
+# after 12 s (its cells later made 39 k), another at 27.9 k and 26.9 k after 34.6 k, and the
+# 1 MiB echo of one calibration ran at 100.6 calls/s where the same cell made 138.3 after the
+# validation.
 warm_real() {
-    local now runs="" big="" i
-    for ((i = 1; i <= 15; i++)); do
-        now="$(warm_run "$work/warm.json" --clients 32 -t 32 --duration 3s)"
-        runs="$runs $now"
-        # shellcheck disable=SC2086 # one argument per run
-        if ((i >= 6)) && settled $runs; then break; fi
-    done
+    local runs big first
+    runs="$(warm_until_settled 6 15 --clients 32 -t 32)"
     # The large payloads' paths: a real 2.2.0 DataNode's 1 MiB echo at one request in flight
     # went from 42 to 80 calls/s over its first 3000 or so, after the 0 B echoes above.
-    local first
     first="$(warm_run "$work/warm.json" --clients 8 -t 8 -n "$warm_calls" --payload-resp 1024)"
-    for ((i = 1; i <= 8; i++)); do
-        now="$(warm_run "$work/warm.json" --clients 8 -t 8 --duration 3s --payload-resp 1024)"
-        big="$big $now"
-        # shellcheck disable=SC2086
-        if settled $big; then break; fi
-    done
+    big="$(warm_until_settled 3 8 --clients 8 -t 8 --payload-resp 1024)"
     echo "  JIT warm-up, echo calls/s:$runs; then $warm_calls 1 MiB echoes at 8 x 8: $first, then 1 MiB at 8 x 8:$big" >&2
     jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs, then $warm_calls 1 MiB echoes at 8 x 8: $first, then 3 s runs of them:$big"
 }

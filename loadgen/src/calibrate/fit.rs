@@ -362,14 +362,14 @@ impl SaturationCheck {
     /// averaged over them, never below none.
     fn next_cpu_us(&self, round: usize) -> f64 {
         let (costs, sim) = &self.rounds[round];
-        let cpu = |i: &usize| self.limits[*i] == Limit::Cpu;
-        let Some(r) = self.ratio(round, |i| cpu(&i)) else {
+        let cpu = |i: usize| self.limits[i] == Limit::Cpu;
+        let Some(r) = self.ratio(round, cpu) else {
             return costs.cpu_us;
         };
         if !r.is_finite() || r.ln().abs() <= (1.0 + SATURATION_TOLERANCE).ln() {
             return costs.cpu_us;
         }
-        let delta_us = mean((0..sim.len()).filter(cpu).map(|i| {
+        let delta_us = mean((0..sim.len()).filter(|&i| cpu(i)).map(|i| {
             let (t, s) = (self.target_calls_per_s[i], sim[i]);
             self.cpu_capacity_cores * (1.0 / t.max(1e-9) - 1.0 / s.max(1e-9)) * 1e6
         }))
@@ -896,6 +896,12 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         .as_ref()
         .map_or(([0.0; 3], [0.0; 3]), |c| (c.handler, c.background()));
     cpu_handler[2] -= echo_payload_ns_per_byte;
+    // The loaded 0 B echoes step 2 priced the loops and the handler on: the saturation check's.
+    let loaded: Vec<&Cell> = small
+        .iter()
+        .copied()
+        .filter(|c| c.in_flight() > 1)
+        .collect();
     let cpu_capacity_cores = cpu
         .as_ref()
         .map(|c| c.capacity.clamp(0.01, f64::from(cores.max(1))));
@@ -920,16 +926,11 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         echo_mib_ms: single(cells, mib),
         residuals,
         check: None,
-        saturation_cells: small
+        saturation_cpu_bounds: loaded
             .iter()
-            .filter(|c| c.in_flight() > 1)
-            .map(|c| (*c).clone())
-            .collect(),
-        saturation_cpu_bounds: small
-            .iter()
-            .filter(|c| c.in_flight() > 1)
             .map(|c| cpu_bound(c).unwrap_or(f64::INFINITY))
             .collect(),
+        saturation_cells: loaded.into_iter().cloned().collect(),
         saturation_check: None,
     })
 }

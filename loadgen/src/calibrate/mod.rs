@@ -135,11 +135,11 @@ impl CheckDnSim {
 }
 
 /// The profile's checks on a dn-sim with the profile as it stands (embedded, or a process of
-/// `--check-on`'s), up to
-/// `--check-rounds` rounds each: the loops', the handler's and the CPU stage's costs per
-/// message on the loaded 0 B echoes they were priced on (`fit::SaturationCheck`), then the 1 MiB echo at one request in flight
-/// (`fit::Check`), then the echo payload's lock on the loaded echo it was priced on
-/// (`fit::LockCheck`). Each runs only when the fit has what it checks.
+/// `--check-on`'s), up to `--check-rounds` rounds each: the loops', the handler's and the CPU
+/// stage's costs per message on the loaded 0 B echoes they were priced on
+/// (`fit::SaturationCheck`), then the 1 MiB echo at one request in flight (`fit::Check`), then
+/// the echo payload's lock on the loaded echo it was priced on (`fit::LockCheck`). Each runs only
+/// when the fit has what it checks.
 fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let command: Option<Vec<String>> = args
