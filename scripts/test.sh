@@ -157,6 +157,7 @@ stage cluster --needs build -- env DN_SIM=target/debug/dn-sim scripts/cluster-ch
 stage mixed-cluster --needs build -- env DN_SIM=target/debug/dn-sim scripts/cluster-check.sh --mixed --keys 10
 stage real-datanode-smoke --needs build -- env LOADGEN=target/debug/loadgen scripts/real-datanode-smoke.sh
 stage twin-quick --needs build -- env LOADGEN=target/debug/loadgen DN_SIM=target/debug/dn-sim scripts/exp-twin.sh --quick
+stage real-starts-quick --needs build -- env LOADGEN=target/debug/loadgen scripts/exp-real-starts.sh --quick
 stage java-client-check --needs build -- java_client_check
 stage bench-vs-freon-short --needs build -- bench_vs_freon_short
 stage exp-ratis-executors-quick --needs build -- env LOADGEN=target/debug/loadgen DN_SIM=target/debug/dn-sim scripts/exp-ratis-executors.sh --quick

@@ -1,5 +1,5 @@
 # Sourced by the scripts that start a real DataNode and run the real `ozone freon` beside loadgen
-# (bench-vs-freon.sh, exp-real-handlers.sh). Needs `root` (the repository) set by the caller.
+# (bench-vs-freon.sh, exp-real-handlers.sh, exp-twin.sh, exp-real-starts.sh). Needs `root` (the repository) set by the caller.
 #
 #   real_dn_start DIR VERSION [real-datanode.sh arguments...]
 #       starts scripts/real-datanode.sh in the background with its files in DIR (out, log,
@@ -20,6 +20,12 @@
 #   real_dn_stop
 #       closes its stdin and sends SIGTERM to the PID it started (its JVM continued first if
 #       paused), waits for it.
+#   real_dn_warm LOADGEN DIR [CALLS [RUN]]
+#       untimed load on the DataNode just started (dn_addr, container 1) until its JIT has
+#       settled: RUN-long runs (default 3s) of 0 B echoes at 32 x 32, at least 6, until three in
+#       a row lie within 5 % of their highest, at most 15; then CALLS (default 3000) 1 MiB echoes
+#       at 8 x 8 and runs of them until three in a row lie within 5 %, at most 8. Prints one
+#       line: each run's calls/s. DIR holds its reports.
 #   freon_cmd VERSION CONF -- ARGS...
 #       sets the array `freon` to the command line of the real freon (its own JVM, 1 GiB heap,
 #       Ozone's Java 17 flags, warnings only) with -conf CONF and ARGS.
@@ -84,6 +90,49 @@ real_dn_stop() {
     kill -TERM "$real_dn_pid" 2>/dev/null || true
     wait "$real_dn_pid" 2>/dev/null || true
     real_dn_pid="" dn_http=""
+}
+
+# _real_dn_settled RATE...: whether the last three runs' calls/s lie within 5 % of their highest.
+_real_dn_settled() {
+    python3 -c 'import sys; v = [float(x) for x in sys.argv[1:]][-3:]; sys.exit(0 if len(v) == 3 and min(v) > 0 and min(v) >= 0.95 * max(v) else 1)' "$@"
+}
+
+# _real_dn_warm_run LOADGEN REPORT ARGS...: one untimed `loadgen echo` run against the DataNode;
+# prints its calls/s (0 without a report).
+_real_dn_warm_run() {
+    local loadgen=$1 report=$2
+    shift 2
+    rm -f "$report"
+    "$loadgen" echo --target "$dn_addr" --container-id 1 -f --format json --output "$report" "$@" >/dev/null 2>&1 || true
+    python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["throughput"]["successes_per_s"]))' \
+        "$report" 2>/dev/null || echo 0
+}
+
+# _real_dn_warm_until LOADGEN REPORT RUN MIN MAX ARGS...: RUN-long warm runs of `loadgen echo ARGS`
+# until at least MIN ran and the last three are settled, at most MAX; prints each run's calls/s.
+_real_dn_warm_until() {
+    local loadgen=$1 report=$2 run=$3 min=$4 max=$5 runs="" i
+    shift 5
+    for ((i = 1; i <= max; i++)); do
+        runs="$runs $(_real_dn_warm_run "$loadgen" "$report" --duration "$run" "$@")"
+        # shellcheck disable=SC2086 # one argument per run
+        if ((i >= min)) && _real_dn_settled $runs; then break; fi
+    done
+    echo "$runs"
+}
+
+# A fixed 10 s was not enough: the first cell after a start ran at a third of the later rounds'
+# calls/s (JIT compiler threads busy). Two runs in a row within 5 % was not enough either: a
+# start stopped at 9.0 k and 9.4 k calls/s after 12 s (its cells later made 39 k), another at
+# 27.9 k and 26.9 k after 34.6 k, and a 1 MiB echo cell ran at 100.6 calls/s where the same cell
+# made 138.3 later in the same JVM. The large payloads' paths: a real 2.2.0 DataNode's 1 MiB echo
+# at one request in flight went from 42 to 80 calls/s over its first 3000 or so, after 0 B echoes.
+real_dn_warm() {
+    local loadgen=$1 dir=$2 calls=${3:-3000} run=${4:-3s} runs first big
+    runs="$(_real_dn_warm_until "$loadgen" "$dir/warm.json" "$run" 6 15 --clients 32 -t 32)"
+    first="$(_real_dn_warm_run "$loadgen" "$dir/warm.json" --clients 8 -t 8 -n "$calls" --payload-resp 1024)"
+    big="$(_real_dn_warm_until "$loadgen" "$dir/warm.json" "$run" 3 8 --clients 8 -t 8 --payload-resp 1024)"
+    echo "0 B echoes at 32 x 32:$runs; then $calls 1 MiB echoes at 8 x 8: $first, then 3 s runs of them:$big"
 }
 
 freon_cmd() {
