@@ -135,6 +135,66 @@ impl Cell {
     }
 }
 
+/// Cells measured more than once (the same kind, pool, connections, workers, payloads, sleep
+/// and target: e.g. on several starts of a real DataNode, given with `--with`) merged into one,
+/// each number the geometric mean of its measurements: the prediction nearest to all of them in
+/// ratio, which is how a prediction is judged. A real Ozone 2.2.0 DataNode's starts differ by
+/// more than the twin's goals (`scripts/exp-real-starts.sh`), so one start is a poor target.
+/// Returns the cells in the order each first appeared, and how many were merged away.
+pub fn merge_repeats(cells: Vec<Cell>) -> (Vec<Cell>, usize) {
+    type Shape = (Kind, u32, u32, u32, u64, u64, u32, bool);
+    let shape = |c: &Cell| -> Shape {
+        (
+            c.kind,
+            c.pool,
+            c.clients,
+            c.threads,
+            c.req_bytes,
+            c.resp_bytes,
+            c.sleep_ms,
+            c.baseline,
+        )
+    };
+    let mut groups: Vec<(Shape, Vec<Cell>)> = Vec::new();
+    for c in cells {
+        let key = shape(&c);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(c),
+            None => groups.push((key, vec![c])),
+        }
+    }
+    let mut merged_away = 0;
+    let geomean = |v: &[f64]| -> f64 {
+        if v.iter().all(|x| *x > 0.0) {
+            (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp()
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    let out = groups
+        .into_iter()
+        .map(|(_, mut g)| {
+            if g.len() == 1 {
+                // Measured once: kept exactly as measured.
+                return g.remove(0);
+            }
+            merged_away += g.len() - 1;
+            let of = |f: fn(&Cell) -> f64| geomean(&g.iter().map(f).collect::<Vec<_>>());
+            let cpu: Vec<f64> = g.iter().filter_map(|c| c.machine_cpu_ms_per_call).collect();
+            Cell {
+                calls_per_s: of(|c| c.calls_per_s),
+                mb_per_s: of(|c| c.mb_per_s),
+                mean_ms: of(|c| c.mean_ms),
+                p50_ms: of(|c| c.p50_ms),
+                p99_ms: of(|c| c.p99_ms),
+                machine_cpu_ms_per_call: (!cpu.is_empty()).then(|| geomean(&cpu)),
+                ..g[0].clone()
+            }
+        })
+        .collect();
+    (out, merged_away)
+}
+
 /// The fitted costs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fitted {
@@ -1324,6 +1384,50 @@ mod tests {
             [1, 9, 10, 19, 20, 35].map(|p| loops(p, 2)),
             [4, 4, 1, 1, 2, 3]
         );
+    }
+
+    #[test]
+    fn cells_measured_on_several_starts_merge_into_their_geometric_mean() {
+        let cell = |calls: f64, mean: f64, baseline: bool| Cell {
+            kind: Kind::Echo,
+            pool: 10,
+            clients: 32,
+            threads: 32,
+            req_bytes: 0,
+            resp_bytes: 0,
+            sleep_ms: 0,
+            calls_per_s: calls,
+            mb_per_s: 0.0,
+            mean_ms: mean,
+            p50_ms: mean,
+            p99_ms: 2.0 * mean,
+            baseline,
+            machine_cpu_ms_per_call: Some(calls / 1e3),
+        };
+        let other = Cell {
+            resp_bytes: 1 << 20,
+            ..cell(100.0, 80.0, false)
+        };
+        let (merged, away) = merge_repeats(vec![
+            cell(20_000.0, 1.6, false),
+            other.clone(),
+            cell(40_000.0, 0.8, true),
+            cell(45_000.0, 0.4, false),
+        ]);
+        assert_eq!(away, 1, "two starts of one cell; the baseline's is its own");
+        assert_eq!(merged.len(), 3);
+        // Each number of the two starts' cell: their geometric mean, first in place.
+        assert!(
+            (merged[0].calls_per_s - 30_000.0).abs() < 1e-6,
+            "{}",
+            merged[0].calls_per_s
+        );
+        assert!((merged[0].mean_ms - 0.8).abs() < 1e-9);
+        assert!((merged[0].p99_ms - 1.6).abs() < 1e-9);
+        assert!((merged[0].machine_cpu_ms_per_call.unwrap() - 30.0).abs() < 1e-9);
+        assert!(!merged[0].baseline);
+        assert_eq!(merged[1], other);
+        assert!(merged[2].baseline && merged[2].calls_per_s == 40_000.0);
     }
 
     #[test]

@@ -84,6 +84,14 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
             .map_err(|e| Error::Io(format!("calibrate: {}: {e}", path.display())))?;
     }
     cells.extend(measured);
+    let (cells, merged_away) = fit::merge_repeats(cells);
+    if merged_away > 0 {
+        eprintln!(
+            "loadgen calibrate: {merged_away} more measurement(s) of cells already measured \
+             (several --with files of one pool): each such cell fitted as the geometric mean of \
+             its measurements"
+        );
+    }
     let cores = args.cores.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, |n| n.get().min(4096) as u32)
     });
@@ -101,13 +109,20 @@ pub fn run(args: &CalibrateArgs) -> Result<ToolOutput, Error> {
         check(args, &mut fitted)?;
     }
     if let Some(path) = &args.out {
+        let repeats = match merged_away {
+            0 => String::new(),
+            n => format!(" ({n} more measurement(s) of them merged in)"),
+        };
         let source = match &args.target {
             Some(t) => format!(
-                "loadgen calibrate against {t} (pool {}), {} cell(s) incl. --with",
+                "loadgen calibrate against {t} (pool {}), {} cell(s) incl. --with{repeats}",
                 args.pool,
                 cells.len()
             ),
-            None => format!("loadgen calibrate of {} cell(s) from --with", cells.len()),
+            None => format!(
+                "loadgen calibrate of {} cell(s) from --with{repeats}",
+                cells.len()
+            ),
         };
         let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         std::fs::write(path, fitted.to_toml(&args.release, &source, &at))

@@ -64,7 +64,9 @@ pub struct CalibrateArgs {
     pub check_on: Option<String>,
 
     /// Cells measured earlier (a --cells-out file), e.g. at other pools of a restarted
-    /// DataNode; fitted with this run's (repeatable).
+    /// DataNode; fitted with this run's (repeatable). A cell measured more than once (the
+    /// same pool on several starts of a DataNode) is fitted as the geometric mean of its
+    /// measurements: a real DataNode's JVM starts differ from each other.
     #[arg(long = "with", value_name = "FILE")]
     pub with: Vec<PathBuf>,
 
