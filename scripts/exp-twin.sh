@@ -3,13 +3,14 @@
 # the fit never saw, real and dn-sim in one run.
 #
 # 1. Fit. A real DataNode (scripts/real-datanode.sh, one volume) restarted with
-#    hdds.datanode.read.chunk.threads.per.volume (the gRPC pool) = 2 and 10; on each
-#    `loadgen calibrate --pool P` measures echoes (0 B, 1 MiB responses) and WriteChunks (64 KB,
+#    hdds.datanode.read.chunk.threads.per.volume (the gRPC pool) = 2 and 10, --starts times each
+#    (a real DataNode's JVM starts differ from each other by more than the goals:
+#    scripts/exp-real-starts.sh); on each start `loadgen calibrate --pool P` measures echoes (0 B, 1 MiB responses) and WriteChunks (64 KB,
 #    1 MB, 4 MB) at one request in flight and 0 B echoes at 4, 8 and 32 in flight (32 connections
 #    at most), 1 MiB echoes with 8, and 0 B echoes that sleep 1 and 5 ms at 32 in flight, each cell
 #    3 runs of 3 s after 1 s (the median kept); a dn-sim without a profile (pool 10) is the
 #    per-byte baseline. The cells of both pools are fitted
-#    into the profile (kind "measured"); the baseline runs the loaded cells too at each pool:
+#    into the profile (kind "measured"), a cell of several starts as their geometric mean; the baseline runs the loaded cells too at each pool:
 #    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
 #    real DataNode's handler wakes from a sleep. The fit is then checked on the dn-sim the
 #    validation runs (this dn-sim binary and its flags, a process of its own: --check-on; no
@@ -28,9 +29,11 @@
 #    Per pool the two run side by side; each cell runs on the real DataNode, then on dn-sim,
 #    the one not measured paused (SIGSTOP; an idle DataNode's JVM took 6 % from dn-sim's 1 MiB
 #    echoes beside it, and the calibration's checks run with no real DataNode up), and the
-#    pool's cells go round --repeats times (default 5), so both see the same minutes of this
-#    shared machine; the table takes medians and shows the real DataNode's own spread; its
-#    ratios are each round's real / dn-sim (a pair run back to back), the median of the rounds.
+#    pool's cells go round --repeats times (default 6), so both see the same minutes of this
+#    shared machine, the rounds divided among --starts starts of the real DataNode (dn-sim
+#    restarted with it); the table takes medians and shows the real DataNode's own spread,
+#    between rounds and between starts; its ratios are each round's real / dn-sim (a pair run
+#    back to back), the median of the rounds.
 #    After pool 16's rounds the fit's loaded cells (1 MiB echoes and 1 MB writes, 8 x 8) run
 #    once more on the real DataNode: the table's header sets them beside the calibration's, the
 #    machine's drift over the run (dn-sim's burns take a fixed CPU time and do not follow it).
@@ -47,17 +50,18 @@
 # p99 25 %; a missed cell says by how much, whether the real DataNode itself varied more than
 # the goal, and its GC share from 2 %),
 # OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
-# the +/-10 % band), and the profile to PROFILE. Takes about 40 minutes.
+# the +/-10 % band), and the profile to PROFILE. Takes about 60 minutes.
 #
-# Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 5] [--out DIR]
-#                            [--profile FILE] [--heap SIZE]
+# Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 6] [--starts 2]
+#                            [--out DIR] [--profile FILE] [--heap SIZE]
 #   --duration, --warmup, --repeats: of the validation cells (the fit's: 3 runs of 3 s after 1 s).
+#   --starts  real DataNode starts per pool, in the fit and in the validation (at most --repeats).
 #   --heap    the real DataNode's maximum heap (scripts/real-datanode.sh --heap); default
 #             `default`: the JVM's own, a quarter of the machine's memory, which is what Ozone's
 #             launcher gives a DataNode when OZONE_HEAPSIZE_MAX is unset (with the harness's
 #             1g, 32 answers of 10 MiB in flight kept its JVM in GC: 5.7-6.4 calls/s against
 #             7.1-7.7 with the default, Ozone 2.2.0 here).
-#   --quick   one DataNode (pool 10, no JIT warm-up): a calibration of 0.5 s cells, then the
+#   --quick   one DataNode (pool 10, one start, no JIT warm-up): a calibration of 0.5 s cells, then the
 #             profile (checked on dn-sim) loaded by dn-sim, its stages on /prom, and 2 cells of 1 s on both
 #             (echo sleep 2 ms, write 1 MB with 4 workers: not in the fit, but at the fit's
 #             pool; each paused while the other runs, so the real DataNode's write follows a
@@ -73,7 +77,7 @@ cd "$root"
 . scripts/lib.sh
 . scripts/lib/real-datanode.sh
 
-duration=4s warmup=1s repeats=5 jvm_warmup=1 version=2.2.0 quick=0 out="" profile="" heap=default
+duration=4s warmup=1s repeats=6 starts=2 jvm_warmup=1 version=2.2.0 quick=0 out="" profile="" heap=default
 # Unmeasured 1 MiB echoes before a real DataNode's cells (warm_real; in --quick,
 # calibrate's own warm-up, shortened, since the quick run warms nothing else).
 warm_calls=3000 cal_warm_calls=0
@@ -83,19 +87,22 @@ while [ $# -gt 0 ]; do
         --duration) duration="${2:?$1 needs a value}"; shift 2 ;;
         --warmup) warmup="${2:?$1 needs a value}"; shift 2 ;;
         --repeats) repeats="${2:?$1 needs a value}"; shift 2 ;;
+        --starts) starts="${2:?$1 needs a value}"; shift 2 ;;
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
         --heap) heap="${2:?$1 needs a value}"; shift 2 ;;
-        -h|--help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,64p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "exp-twin.sh: --repeats: '$repeats' is not a count of 1 or more" >&2; exit 2; }
+[[ $starts =~ ^[1-9][0-9]*$ ]] || { echo "exp-twin.sh: --starts: '$starts' is not a count of 1 or more" >&2; exit 2; }
+[ "$starts" -le "$repeats" ] || { echo "exp-twin.sh: --starts: $starts starts need at least as many --repeats (rounds), got $repeats" >&2; exit 2; }
 [[ $heap == default || $heap =~ ^[1-9][0-9]*[kKmMgG]?$ ]] ||
     { echo "exp-twin.sh: --heap: '$heap' is not a size such as 6g, or default" >&2; exit 2; }
 if [ "$quick" = 1 ]; then
-    cal_duration=500ms cal_warmup=200ms cal_rounds=1 duration=1s warmup=300ms jvm_warmup=0 repeats=1 cal_warm_calls=50
+    cal_duration=500ms cal_warmup=200ms cal_rounds=1 duration=1s warmup=300ms jvm_warmup=0 repeats=1 starts=1 cal_warm_calls=50
     out="${out:-target/exp-twin-quick}"
 fi
 out="${out:-results}"
@@ -139,8 +146,8 @@ stop_pid() { [ -n "$1" ] || return 0; kill -CONT "$1" 2>/dev/null || true; kill 
 stop_sim() { stop_pid "$sim_pid"; sim_pid=""; }
 trap 'real_dn_stop; stop_sim; stop_pid "$base_pid"; rm -rf "$work"' EXIT
 csv="$work/cells.csv"
-echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures,round,gc_ms,wall_s" >"$csv"
-round=1
+echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures,round,gc_ms,wall_s,start" >"$csv"
+round=1 start=1
 per_volume=hdds.datanode.read.chunk.threads.per.volume
 # Echoes address container 1. Each validation write cell (on both DataNodes) gets a container of
 # its own: the real DataNode asks SCM to close a container once it holds its size (64 MB in the
@@ -152,61 +159,19 @@ jit_warmups=""  # per DataNode start: the warm-up runs' calls/s, for the table's
 dn_wire=(--http2-stream-window 1MB --http2-connection-window 1MB --http2-max-frame-size 16KB)
 
 start_real() {
-    echo "real DataNode $version, $per_volume=$1" >&2
+    echo "real DataNode $version, $per_volume=$1, start $start of $starts" >&2
     real_dn_start "$work" "$version" --containers "1-$containers" --heap "$heap" -D "$per_volume=$1" ||
         { echo "exp-twin.sh: the real DataNode did not start" >&2; exit 1; }
     [ "$jvm_warmup" = 0 ] || warm_real "$1"
 }
 
-# settled RATE...: whether the last three runs' calls/s lie within 5 % of their highest.
-settled() {
-    python3 -c 'import sys; v = [float(x) for x in sys.argv[1:]][-3:]; sys.exit(0 if len(v) == 3 and min(v) > 0 and min(v) >= 0.95 * max(v) else 1)' "$@"
-}
-
-# warm_run REPORT ARGS...: one untimed loadgen echo run against the DataNode; prints its calls/s.
-warm_run() {
-    local report=$1
-    shift
-    rm -f "$report"
-    "$loadgen" echo --target "$dn_addr" --container-id 1 -f --format json --output "$report" "$@" >/dev/null 2>&1 || true
-    calls_per_s "$report"
-}
-
-# warm_until_settled MIN MAX ARGS...: 3 s warm runs of `loadgen echo ARGS` until at least MIN
-# ran and the last three are settled, at most MAX; prints each run's calls/s.
-warm_until_settled() {
-    local min=$1 max=$2 runs="" i
-    shift 2
-    for ((i = 1; i <= max; i++)); do
-        runs="$runs $(warm_run "$work/warm.json" --duration 3s "$@")"
-        # shellcheck disable=SC2086 # one argument per run
-        if ((i >= min)) && settled $runs; then break; fi
-    done
-    echo "$runs"
-}
-
-# warm_real POOL: untimed load on the DataNode just started until its JIT has settled. A fixed
-# 10 s was not enough: the first cell after a start ran at a third of the later rounds' calls/s
-# (JIT compiler threads busy), which made the real DataNode's spread, not dn-sim, the error. Two
-# runs in a row within 5 % was not enough either: a start stopped at 9.0 k and 9.4 k calls/s
-# after 12 s (its cells later made 39 k), another at 27.9 k and 26.9 k after 34.6 k, and the
-# 1 MiB echo of one calibration ran at 100.6 calls/s where the same cell made 138.3 after the
-# validation.
+# warm_real POOL: untimed load on the DataNode just started until its JIT has settled
+# (real_dn_warm); its runs go in the table's header.
 warm_real() {
-    local runs big first
-    runs="$(warm_until_settled 6 15 --clients 32 -t 32)"
-    # The large payloads' paths: a real 2.2.0 DataNode's 1 MiB echo at one request in flight
-    # went from 42 to 80 calls/s over its first 3000 or so, after the 0 B echoes above.
-    first="$(warm_run "$work/warm.json" --clients 8 -t 8 -n "$warm_calls" --payload-resp 1024)"
-    big="$(warm_until_settled 3 8 --clients 8 -t 8 --payload-resp 1024)"
-    echo "  JIT warm-up, echo calls/s:$runs; then $warm_calls 1 MiB echoes at 8 x 8: $first, then 1 MiB at 8 x 8:$big" >&2
-    jit_warmups="$jit_warmups${jit_warmups:+; }pool $1:$runs, then $warm_calls 1 MiB echoes at 8 x 8: $first, then 3 s runs of them:$big"
-}
-
-# calls_per_s REPORT: the successes a second of a loadgen JSON report; 0 without one.
-calls_per_s() {
-    python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["throughput"]["successes_per_s"]))' \
-        "$1" 2>/dev/null || echo 0
+    local runs
+    runs="$(real_dn_warm "$loadgen" "$work" "$warm_calls")"
+    echo "  JIT warm-up, calls/s: $runs" >&2
+    jit_warmups="$jit_warmups${jit_warmups:+; }pool $1 start $start: $runs"
 }
 
 start_sim() { # POOL [args]
@@ -239,12 +204,12 @@ cell() {
     t1=$(date +%s%N)
     if [ "$target" = real ]; then gc1="$(real_dn_gc_ms)"; fi
     python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" "$round" \
-        "$gc0" "$gc1" "$t0" "$t1" >>"$csv" <<'PY'
+        "$gc0" "$gc1" "$t0" "$t1" "$start" >>"$csv" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 if r["totals"]["failures"]:
     print(f"    {r['totals']['failures']} failure(s): {json.dumps(r.get('errors'))[:300]}", file=sys.stderr)
-group, pool, sleep_ms, kind, nbytes, clients, threads, target, rnd, gc0, gc1, t0, t1 = sys.argv[2:15]
+group, pool, sleep_ms, kind, nbytes, clients, threads, target, rnd, gc0, gc1, t0, t1, start = sys.argv[2:16]
 gc_ms = f"{float(gc1) - float(gc0):.0f}" if gc0 and gc1 else ""
 wall_s = (int(t1) - int(t0)) / 1e9
 def size(b):
@@ -260,7 +225,7 @@ else:
     value, unit = r["write"]["mb_per_s"], "MB/s"
     name = f"write pool={pool} chunk={size(nbytes)} {clients}x{threads}"
 print(f"{group},{name},{pool},{sleep_ms},{kind},{nbytes},{clients},{threads},{target},{value:.2f},{unit},"
-      f"{pct.get(50.0, float('nan')):.3f},{pct.get(99.0, float('nan')):.3f},{r['totals']['failures']},{rnd},{gc_ms},{wall_s:.2f}")
+      f"{pct.get(50.0, float('nan')):.3f},{pct.get(99.0, float('nan')):.3f},{r['totals']['failures']},{rnd},{gc_ms},{wall_s:.2f},{start}")
 PY
 }
 
@@ -272,15 +237,20 @@ fit_pools="2 10"
 [ "$quick" = 1 ] && fit_pools=10
 with=()
 baseline=(--baseline "$base_addr" --baseline-pool 10)
+rm -f "$out"/exp-twin-fit-pool*.json
 for p in $fit_pools; do
-    start_real "$p"
-    "$loadgen" calibrate --target "$dn_addr" --pool "$p" ${baseline[@]+"${baseline[@]}"} --duration "$cal_duration" \
-        --warmup "$cal_warmup" --rounds "$cal_rounds" --warm-up-calls "$cal_warm_calls" --cells-out "$out/exp-twin-fit-pool$p.json" >/dev/null 2>"$work/cal.err" ||
-        { cat "$work/cal.err" >&2; exit 1; }
-    grep 'loadgen calibrate:' "$work/cal.err" >&2 || true
-    with+=(--with "$out/exp-twin-fit-pool$p.json")
-    [ "$quick" = 1 ] || real_dn_stop
+    for ((start = 1; start <= starts; start++)); do
+        start_real "$p"
+        cells="$out/exp-twin-fit-pool$p-start$start.json"
+        "$loadgen" calibrate --target "$dn_addr" --pool "$p" ${baseline[@]+"${baseline[@]}"} --duration "$cal_duration" \
+            --warmup "$cal_warmup" --rounds "$cal_rounds" --warm-up-calls "$cal_warm_calls" --cells-out "$cells" >/dev/null 2>"$work/cal.err" ||
+            { cat "$work/cal.err" >&2; exit 1; }
+        grep 'loadgen calibrate:' "$work/cal.err" >&2 || true
+        with+=(--with "$cells")
+        [ "$quick" = 1 ] || real_dn_stop
+    done
 done
+start=1
 stop_pid "$base_pid"; base_pid=""
 # The fit, checked on dn-sim processes as the validation runs them (binary and flags), with
 # cells as long as the fit's; in --quick the real DataNode is still up, paused meanwhile.
@@ -358,36 +328,41 @@ else
         for b in $((64 << 10)) $((1 << 20)) $((4 << 20)); do echo "write write $b 4 4 0"; done
     }
     for p in 1 4 16; do
-        start_real "$p"
-        start_sim "$p" --profile "$profile"
-        for ((round = 1; round <= repeats; round++)); do
-            echo "pool $p: round $round of $repeats" >&2
-            while read -r group kind bytes clients threads sleep_ms; do
+        for ((start = 1; start <= starts; start++)); do
+            start_real "$p"
+            start_sim "$p" --profile "$profile"
+            # This start's rounds: the repeats divided among the starts in blocks.
+            for ((round = 1; round <= repeats; round++)); do
+                (((round - 1) * starts / repeats + 1 == start)) || continue
+                echo "pool $p: round $round of $repeats (start $start)" >&2
+                while read -r group kind bytes clients threads sleep_ms; do
+                    container=1
+                    [ "$kind" = write ] && { container=$next_container; next_container=$((next_container + 1)); }
+                    pair_cell "$group" "$p" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
+                done < <(pool_cells "$p")
+            done
+            if [ "$p" = 16 ] && [ "$start" = "$starts" ]; then
+                # The machine's drift over the run: the fit's loaded cells again on the real DataNode
+                # (one event loop at pools 10 and 16, and 8 requests in flight under either pool).
+                echo "pool $p: the fit's loaded cells again (drift)" >&2
                 container=1
-                [ "$kind" = write ] && { container=$next_container; next_container=$((next_container + 1)); }
-                pair_cell "$group" "$p" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms"
-            done < <(pool_cells "$p")
+                cell drift "$p" drift "$dn_addr" echo $((1 << 20)) 8 8 0
+                container=$next_container
+                cell drift "$p" drift "$dn_addr" write $((1 << 20)) 8 8 0
+            fi
+            real_dn_stop
+            stop_sim
         done
-        if [ "$p" = 16 ]; then
-            # The machine's drift over the run: the fit's loaded cells again on the real DataNode
-            # (one event loop at pools 10 and 16, and 8 requests in flight under either pool).
-            echo "pool $p: the fit's loaded cells again (drift)" >&2
-            container=1
-            cell drift "$p" drift "$dn_addr" echo $((1 << 20)) 8 8 0
-            container=$next_container
-            cell drift "$p" drift "$dn_addr" write $((1 << 20)) 8 8 0
-        fi
-        real_dn_stop
-        stop_sim
     done
 fi
 
 cp "$csv" "$out/exp-twin.csv"
-python3 - "$csv" "$out/exp-twin.md" "$out/exp-twin.svg" "$duration" "$warmup" "$version" "$profile" "$quick" "$jit_warmups" "$heap_note" \
-    "$out/exp-twin-fit-pool10.json" <<'PY'
+python3 - "$csv" "$out/exp-twin.md" "$out/exp-twin.svg" "$duration" "$warmup" "$version" "$profile" "$quick" "$jit_warmups" "$heap_note" "$starts" \
+    "$out"/exp-twin-fit-pool10-start*.json <<'PY'
 import csv, json, math, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-md, svg, duration, warmup, version, profile, quick, jit_warmups, heap, fit_cells = sys.argv[2:12]
+md, svg, duration, warmup, version, profile, quick, jit_warmups, heap, starts = sys.argv[2:12]
+fit_files = sys.argv[12:]  # the fit's cells at pool 10, one file a start
 def f(x):
     try:
         return float(x)
@@ -412,25 +387,31 @@ rounds = max((int(r["round"]) for r in rows if r["target"] != "drift"), default=
 # DataNode at pool 16 after the validation; dn-sim's burns take a fixed CPU time, so a machine
 # slower in the validation than in the calibration leaves dn-sim fast where the CPU is the limit.
 drift = []
-try:
-    fitted = json.load(open(fit_cells))["cells"]
-except (OSError, ValueError, KeyError):
-    fitted = []
+fitted = []  # each start's cells
+for path in fit_files:
+    try:
+        fitted.append(json.load(open(path))["cells"])
+    except (OSError, ValueError, KeyError):
+        pass
 for r in (r for r in rows if r["target"] == "drift"):
     kind, nbytes = r["kind"], int(r["bytes"])
-    then = [c for c in fitted if not c.get("baseline") and c["kind"] == kind and c["threads"] == int(r["threads"])
+    then = [c["calls_per_s"] if kind == "echo" else c["mb_per_s"] for cells_of_start in fitted for c in cells_of_start
+            if not c.get("baseline") and c["kind"] == kind and c["threads"] == int(r["threads"])
             and (c["resp_bytes"] if kind == "echo" else c["req_bytes"]) == nbytes]
     if then:
-        was = then[0]["calls_per_s"] if kind == "echo" else then[0]["mb_per_s"]
-        drift.append(f"{r['cell'].replace('pool=16 ', '')} {was:.1f} then {f(r['value']):.1f} {r['unit']} "
-                     f"({f(r['value']) / was:.2f})")
+        # The fit took the geometric mean of the starts.
+        was = math.exp(sum(math.log(v) for v in then) / len(then))
+        drift.append(f"{r['cell'].replace('pool=16 ', '')} {was:.1f} ({' '.join(f'{v:.1f}' for v in then)}) "
+                     f"then {f(r['value']):.1f} {r['unit']} ({f(r['value']) / was:.2f})")
 lines = [f"Real Ozone {version} DataNode (maximum heap: {heap}) vs dn-sim --profile {profile}, same machine, one run; "
          f"{duration} cells after {warmup} warm-up, each on the real DataNode then on dn-sim, "
-         f"{rounds} round(s); the medians of the rounds"
+         f"{rounds} round(s) over {starts} start(s) of the real DataNode a pool; the medians of the rounds"
          f"{' (QUICK: one pool, not a validation)' if quick == '1' else ''}.",
          "Goals: calls/s within ±10 % (MB/s ±15 % for writes), p50 ±15 %, p99 ±25 %. "
          "ratio = real ÷ dn-sim of each round (its real and dn-sim runs back to back), the median of the rounds. "
-         "real spread = the real DataNode's highest round ÷ its lowest. "
+         "real spread = the real DataNode's highest round ÷ its lowest (over its starts); "
+         "real starts = its highest start's median ÷ its lowest start's (no one prediction lies within ±10 % of "
+         "both once they differ by 1.22 ×). "
          "real GC = the share of the cell's time (warm-up included) the real DataNode's JVM spent in GC pauses "
          "(jvm_metrics_gc_time_millis on its /prom, the median of the rounds); dn-sim has no GC.",
          *([f"JIT warm-up of each real DataNode start (3 s runs of 0 B echoes, 32 x 32, at least 6, until three in a "
@@ -439,8 +420,8 @@ lines = [f"Real Ozone {version} DataNode (maximum heap: {heap}) vs dn-sim --prof
          *([f"The machine's drift over the run, the fit's loaded cells on the real DataNode in the calibration "
             f"(pool 10) then after the validation (pool 16; one event loop at either): {'; '.join(drift)}."]
            if drift else []), "",
-         "| cell | unit | real | real spread | real GC | dn-sim | ratio | real p50 (ms) | dn-sim p50 (ms) | p50 ratio | real p99 (ms) | dn-sim p99 (ms) | p99 ratio | goals |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+         "| cell | unit | real | real spread | real starts | real GC | dn-sim | ratio | real p50 (ms) | dn-sim p50 (ms) | p50 ratio | real p99 (ms) | dn-sim p99 (ms) | p99 ratio | goals |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 points, met, total, noisy = [], 0, 0, 0
 for name, t in cells.items():
     real, sim = t.get("real"), t.get("dn-sim")
@@ -453,6 +434,11 @@ for name, t in cells.items():
     gc = statistics.median(shares) if shares else float("nan")
     vals = [f(r["value"]) for r in real]
     spread = max(vals) / min(vals) if min(vals) > 0 else float("nan")
+    by_start = {}
+    for r in real:
+        by_start.setdefault(r["start"], []).append(f(r["value"]))
+    start_medians = [statistics.median(v) for v in by_start.values()]
+    starts_spread = max(start_medians) / min(start_medians) if len(start_medians) > 1 and min(start_medians) > 0 else float("nan")
     ratio, p50, p99 = paired(real, sim, "value"), paired(real, sim, "p50_ms"), paired(real, sim, "p99_ms")
     tol = 0.15 if unit == "MB/s" else 0.10
     misses = []
@@ -463,12 +449,14 @@ for name, t in cells.items():
     if misses and len(real) > 1 and spread - 1 > tol:
         verdict += f"; the real DataNode's own rounds differ by {100 * (spread - 1):.0f} %"
         noisy += 1
+    if misses and starts_spread > (1 + tol) / (1 - tol):
+        verdict += f"; the real DataNode's starts differ by {100 * (starts_spread - 1):.0f} %"
     if misses and gc >= 0.02:
         verdict += f"; the real DataNode's JVM was in GC pauses {100 * gc:.0f} % of the time"
     total += 1
     met += not misses
     gc_text = "–" if math.isnan(gc) else f"{100 * gc:.1f} %"
-    lines.append(f"| {name} | {unit} | {rv:.1f} | {spread:.2f} | {gc_text} | {sv:.1f} | {ratio:.2f} | {r50:.3f} | {s50:.3f} | {p50:.2f} | "
+    lines.append(f"| {name} | {unit} | {rv:.1f} | {spread:.2f} | {'–' if math.isnan(starts_spread) else f'{starts_spread:.2f}'} | {gc_text} | {sv:.1f} | {ratio:.2f} | {r50:.3f} | {s50:.3f} | {p50:.2f} | "
                  f"{r99:.3f} | {s99:.3f} | {p99:.2f} | {verdict} |")
     points.append((name, rv, sv, ratio))
 failures = sum(int(f(r["failures"])) for r in rows)
