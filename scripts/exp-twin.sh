@@ -149,10 +149,12 @@ csv="$work/cells.csv"
 echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_ms,p99_ms,failures,round,gc_ms,wall_s,start" >"$csv"
 round=1 start=1
 per_volume=hdds.datanode.read.chunk.threads.per.volume
-# Echoes address container 1. Each validation write cell (on both DataNodes) gets a container of
-# its own: the real DataNode asks SCM to close a container once it holds its size (64 MB in the
-# harness), and writes to it then fail.
-containers=$((2 + 3 * repeats)) container=1 next_container=2
+# Echoes address container 1. Each write run gets a container of its own, in the fit (calibrate
+# --write-containers: 8 write runs a round, the target's and the baseline's) and in each validation
+# write cell: the real DataNode asks SCM to close a container once it holds its size (64 MB in the
+# harness), and writes to it then fail (a calibration writing all its runs to one container met
+# CLOSED_CONTAINER_IO two minutes in).
+containers=$((2 + 3 * repeats > 1 + 8 * cal_rounds ? 2 + 3 * repeats : 1 + 8 * cal_rounds)) container=1 next_container=2
 jit_warmups=""  # per DataNode start: the warm-up runs' calls/s, for the table's header
 # The real DataNode's HTTP/2 receive settings (grpc-java on Netty: 1 MiB windows, 16 KiB frames),
 # on every dn-sim here: a client sends a chunk to the twin as it does to the DataNode.
@@ -230,7 +232,7 @@ PY
 }
 
 # 1. Fit.
-start_dn_sim "$work/base.ready" "$dn_sim" --metrics-listen none --store discard --handler-count 10 "${dn_wire[@]}" >"$work/base.log" 2>&1 ||
+start_dn_sim "$work/base.ready" "$dn_sim" --metrics-listen none --store discard --handler-count 10 --containers "1-$containers" "${dn_wire[@]}" >"$work/base.log" 2>&1 ||
     { cat "$work/base.log" >&2; exit 1; }
 base_pid=$dn_pid base_addr=$ready_client
 fit_pools="2 10"
@@ -243,7 +245,8 @@ for p in $fit_pools; do
         start_real "$p"
         cells="$out/exp-twin-fit-pool$p-start$start.json"
         "$loadgen" calibrate --target "$dn_addr" --pool "$p" ${baseline[@]+"${baseline[@]}"} --duration "$cal_duration" \
-            --warmup "$cal_warmup" --rounds "$cal_rounds" --warm-up-calls "$cal_warm_calls" --cells-out "$cells" >/dev/null 2>"$work/cal.err" ||
+            --warmup "$cal_warmup" --rounds "$cal_rounds" --warm-up-calls "$cal_warm_calls" --write-containers "2-$containers" \
+            --cells-out "$cells" >/dev/null 2>"$work/cal.err" ||
             { cat "$work/cal.err" >&2; exit 1; }
         grep 'loadgen calibrate:' "$work/cal.err" >&2 || true
         with+=(--with "$cells")

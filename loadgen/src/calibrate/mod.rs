@@ -309,7 +309,11 @@ fn cell_once(
         "--warmup".into(),
         format!("{}ms", args.warmup.as_millis()),
         "--container-id".into(),
-        args.container_id.to_string(),
+        match kind {
+            Kind::Echo => args.container_id,
+            Kind::Write => args.next_write_container(),
+        }
+        .to_string(),
     ];
     match kind {
         Kind::Echo => {

@@ -111,14 +111,103 @@ pub struct CalibrateArgs {
     #[arg(short = 't', long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub threads: u32,
 
-    /// The container the echoes name and the writes go to (it must exist on a real DataNode).
+    /// The container the echoes name and, without --write-containers, the writes go to (it
+    /// must exist on a real DataNode).
     #[arg(long, default_value_t = 1)]
     pub container_id: i64,
+
+    /// Containers for the writes, FIRST-LAST: each write run (a round of a write cell, on the
+    /// target or the baseline) goes to the next, from FIRST again after LAST. A real DataNode
+    /// asks SCM to close a container once it holds its size, and writes to it then fail with
+    /// CLOSED_CONTAINER_IO: give at least as many as the write runs (8 × --rounds a pool with
+    /// --baseline, 4 × --rounds without), all existing on the target and the baseline.
+    #[arg(long, value_name = "FIRST-LAST", value_parser = parse_container_range)]
+    pub write_containers: Option<ContainerRange>,
+
+    /// Write runs so far (the next of --write-containers).
+    #[arg(skip)]
+    pub write_runs: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// An inclusive range of container IDs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContainerRange {
+    pub first: i64,
+    pub last: i64,
+}
+
+impl CalibrateArgs {
+    /// The container the next write run goes to.
+    pub fn next_write_container(&self) -> i64 {
+        match self.write_containers {
+            None => self.container_id,
+            Some(ContainerRange { first, last }) => {
+                let n = self
+                    .write_runs
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let len = (last - first + 1) as u64;
+                first + (n % len) as i64
+            }
+        }
+    }
+}
+
+fn parse_container_range(s: &str) -> Result<ContainerRange, String> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("'{s}' is not FIRST-LAST, e.g. 2-33"))?;
+    let id = |t: &str| {
+        t.trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or_else(|| format!("'{t}' is not a container ID (1 or more)"))
+    };
+    let (first, last) = (id(a)?, id(b)?);
+    if first > last {
+        return Err(format!("'{s}': FIRST is above LAST"));
+    }
+    Ok(ContainerRange { first, last })
 }
 
 fn parse_release(s: &str) -> Result<String, String> {
     match s {
         "2.0.0" | "2.1.0" | "2.2.0" => Ok(s.to_string()),
         _ => Err(format!("'{s}' is not 2.0.0, 2.1.0 or 2.2.0")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CalibrateArgs,
+    }
+
+    #[test]
+    fn write_runs_take_the_next_container_of_the_range_and_wrap() {
+        let cli = Cli::try_parse_from(["calibrate", "--write-containers", "2-4"]).unwrap();
+        let ids: Vec<i64> = (0..5).map(|_| cli.args.next_write_container()).collect();
+        assert_eq!(ids, [2, 3, 4, 2, 3]);
+        // A clone (the checks' copy of the flags) shares the count.
+        assert_eq!(cli.args.clone().next_write_container(), 4);
+        let plain = Cli::try_parse_from(["calibrate", "--container-id", "7"]).unwrap();
+        assert_eq!(plain.args.next_write_container(), 7);
+        assert_eq!(plain.args.next_write_container(), 7);
+    }
+
+    #[test]
+    fn a_bad_container_range_is_refused_naming_the_flag() {
+        for bad in ["5-2", "0-3", "3", "a-4", "2-"] {
+            let err = Cli::try_parse_from(["calibrate", "--write-containers", bad])
+                .err()
+                .unwrap_or_else(|| panic!("{bad} accepted"))
+                .to_string();
+            assert!(err.contains("--write-containers"), "{bad}: {err}");
+        }
     }
 }
