@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
         --warmup) warmup="${2:?$1 needs a value}"; shift 2 ;;
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;  # the header
         *) echo "exp-real-starts.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
