@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
         --warmup) warmup="${2:?$1 needs a value}"; shift 2 ;;
         --out) out="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
-        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;  # the header
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-real-starts.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -98,22 +98,16 @@ for ((start = 1; start <= starts; start++)); do
             rm -f "$work/cell.json"
             "$loadgen" "${args[@]}" </dev/null >/dev/null 2>"$work/cell.err" || [ -s "$work/cell.json" ] ||
                 { cat "$work/cell.err" >&2; exit 1; }
-            python3 - "$work/cell.json" "$start" "$round" "$kind" "$bytes" "$clients" "$threads" "$sleep_ms" >>"$csv" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
+            PYTHONPATH="$root/scripts/lib" python3 - "$work/cell.json" "$start" "$round" "$kind" "$bytes" "$clients" "$threads" \
+                "$sleep_ms" >>"$csv" <<'PY'
+import sys
+from loadgen_cell import figures, size
 start, rnd, kind, nbytes, clients, threads, sleep_ms = sys.argv[2:9]
-b = int(nbytes)
-size = "0B" if b == 0 else (f"{b >> 20}MiB" if b % (1 << 20) == 0 else f"{b >> 10}KiB")
+r, value, unit, p50, p99 = figures(sys.argv[1], kind)
 if kind == "echo":
-    pct = {p["percentile"]: p["ms"] for p in r["latency"]["corrected"]["percentiles"]}
-    p50, p99 = pct.get(50.0, float("nan")), pct.get(99.0, float("nan"))
-    value, unit = r["throughput"]["successes_per_s"], "calls/s"
-    name = f"echo sleep={sleep_ms}ms resp={size} {clients}x{threads}"
+    name = f"echo sleep={sleep_ms}ms resp={size(nbytes)} {clients}x{threads}"
 else:
-    wc = r["ops"]["WriteChunk"]["percentiles_ms"]
-    p50, p99 = wc["p50"], wc["p99"]
-    value, unit = r["write"]["mb_per_s"], "MB/s"
-    name = f"write chunk={size} {clients}x{threads}"
+    name = f"write chunk={size(nbytes)} {clients}x{threads}"
 print(f"{start},{rnd},{name},{kind},{nbytes},{clients},{threads},{sleep_ms},{value:.2f},{unit},{p50:.3f},{p99:.3f},{r['totals']['failures']}")
 PY
         done < <(cells)

@@ -5,12 +5,13 @@
 # 1. Fit. A real DataNode (scripts/real-datanode.sh, one volume) restarted with
 #    hdds.datanode.read.chunk.threads.per.volume (the gRPC pool) = 2 and 10, --starts times each
 #    (a real DataNode's JVM starts differ from each other by more than the goals:
-#    scripts/exp-real-starts.sh); on each start `loadgen calibrate --pool P` measures echoes (0 B, 1 MiB responses) and WriteChunks (64 KB,
-#    1 MB, 4 MB) at one request in flight and 0 B echoes at 4, 8 and 32 in flight (32 connections
-#    at most), 1 MiB echoes with 8, and 0 B echoes that sleep 1 and 5 ms at 32 in flight, each cell
+#    scripts/exp-real-starts.sh); on each start `loadgen calibrate --pool P` measures echoes
+#    (0 B, 1 MiB responses) and WriteChunks (64 KB, 1 MB, 4 MB) at one request in flight and
+#    0 B echoes at 4, 8 and 32 in flight (32 connections at most), 1 MiB echoes with 8, and 0 B echoes that sleep 1 and 5 ms at 32 in flight, each cell
 #    3 runs of 3 s after 1 s (the median kept); a dn-sim without a profile (pool 10) is the
 #    per-byte baseline. The cells of both pools are fitted
-#    into the profile (kind "measured"), a cell of several starts as their geometric mean; the baseline runs the loaded cells too at each pool:
+#    into the profile (kind "measured"), a cell of several starts as their geometric mean; the
+#    baseline runs the loaded cells too at each pool:
 #    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
 #    real DataNode's handler wakes from a sleep. The fit is then checked on the dn-sim the
 #    validation runs (this dn-sim binary and its flags, a process of its own: --check-on; no
@@ -92,7 +93,7 @@ while [ $# -gt 0 ]; do
         --profile) profile="${2:?$1 needs a value}"; shift 2 ;;
         --quick) quick=1; shift ;;
         --heap) heap="${2:?$1 needs a value}"; shift 2 ;;
-        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;  # the header
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "exp-twin.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -205,29 +206,22 @@ cell() {
         { cat "$work/cell.err" >&2; return 1; }
     t1=$(date +%s%N)
     if [ "$target" = real ]; then gc1="$(real_dn_gc_ms)"; fi
-    python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" "$threads" "$target" "$round" \
-        "$gc0" "$gc1" "$t0" "$t1" "$start" >>"$csv" <<'PY'
+    PYTHONPATH="$root/scripts/lib" python3 - "$work/cell.json" "$group" "$pool" "$sleep_ms" "$kind" "$bytes" "$clients" \
+        "$threads" "$target" "$round" "$gc0" "$gc1" "$t0" "$t1" "$start" >>"$csv" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
+from loadgen_cell import figures, size
+group, pool, sleep_ms, kind, nbytes, clients, threads, target, rnd, gc0, gc1, t0, t1, start = sys.argv[2:16]
+r, value, unit, p50, p99 = figures(sys.argv[1], kind)
 if r["totals"]["failures"]:
     print(f"    {r['totals']['failures']} failure(s): {json.dumps(r.get('errors'))[:300]}", file=sys.stderr)
-group, pool, sleep_ms, kind, nbytes, clients, threads, target, rnd, gc0, gc1, t0, t1, start = sys.argv[2:16]
 gc_ms = f"{float(gc1) - float(gc0):.0f}" if gc0 and gc1 else ""
 wall_s = (int(t1) - int(t0)) / 1e9
-def size(b):
-    b = int(b)
-    return "0B" if b == 0 else (f"{b >> 20}MiB" if b % (1 << 20) == 0 else f"{b >> 10}KiB")
 if kind == "echo":
-    pct = {p["percentile"]: p["ms"] for p in r["latency"]["corrected"]["percentiles"]}
-    value, unit = r["throughput"]["successes_per_s"], "calls/s"
     name = f"echo pool={pool} sleep={sleep_ms}ms resp={size(nbytes)} {clients}x{threads}"
 else:
-    wc = r["ops"]["WriteChunk"]["percentiles_ms"]  # WriteChunk's latency
-    pct = {50.0: wc["p50"], 99.0: wc["p99"]}
-    value, unit = r["write"]["mb_per_s"], "MB/s"
     name = f"write pool={pool} chunk={size(nbytes)} {clients}x{threads}"
 print(f"{group},{name},{pool},{sleep_ms},{kind},{nbytes},{clients},{threads},{target},{value:.2f},{unit},"
-      f"{pct.get(50.0, float('nan')):.3f},{pct.get(99.0, float('nan')):.3f},{r['totals']['failures']},{rnd},{gc_ms},{wall_s:.2f},{start}")
+      f"{p50:.3f},{p99:.3f},{r['totals']['failures']},{rnd},{gc_ms},{wall_s:.2f},{start}")
 PY
 }
 

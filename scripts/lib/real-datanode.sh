@@ -1,5 +1,6 @@
 # Sourced by the scripts that start a real DataNode and run the real `ozone freon` beside loadgen
-# (bench-vs-freon.sh, exp-real-handlers.sh, exp-twin.sh, exp-real-starts.sh). Needs `root` (the repository) set by the caller.
+# (bench-vs-freon.sh, exp-real-handlers.sh, exp-twin.sh, exp-real-starts.sh). Needs `root` (the
+# repository) set by the caller.
 #
 #   real_dn_start DIR VERSION [real-datanode.sh arguments...]
 #       starts scripts/real-datanode.sh in the background with its files in DIR (out, log,
