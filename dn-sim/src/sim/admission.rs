@@ -27,7 +27,7 @@ use common::proto::{
 use prost::Message;
 use rand::rngs::SmallRng;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tonic::Status;
 
 /// How a request ends.
@@ -218,6 +218,12 @@ impl Admission {
         let delay = live.delays.sample(cmd, rng);
         let fault = live.faults.draw(cmd, rng).cloned();
         drop(live);
+        let sleep_tail = self
+            .stages
+            .handler
+            .as_ref()
+            .filter(|_| matches!(on, Executor::Handlers))
+            .map_or(Duration::ZERO, |h| h.draw_sleep_tail(slept_ms, rng));
 
         let mut held = match self.hold(on).await {
             Ok(held) => held,
@@ -282,7 +288,7 @@ impl Admission {
             // only beyond the pool's slack (a sleep per request of tens of microseconds cost
             // dn-sim a third of its 0 B echoes at pool 16, 32 x 32, on 2 cores).
             if let Some(stage) = &self.stages.handler {
-                let d = stage.service_time(size, answer, slept_ms);
+                let d = stage.service_time(size, answer, slept_ms, sleep_tail);
                 clock.hold_within(d, crate::sim::pool::HOLD_SLACK).await;
             }
             // The CPU the real DataNode spends beyond dn-sim's own, spent for real

@@ -44,11 +44,15 @@
 use crate::datanode::timer::sleep_until;
 use crate::datanode::version::OzoneVersion;
 use crate::sim::cpu::CpuStage;
-use crate::sim::profile::{MessageCost, Profile};
+use crate::sim::profile::{MessageCost, Profile, SleepTail};
 use crate::sim::virtual_time::VirtualQueue;
 use arc_swap::ArcSwap;
-use metrics::{Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit};
+use metrics::{
+    Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
+};
 use metrics_exporter_prometheus::PrometheusRecorder;
+use rand::Rng;
+use rand::rngs::SmallRng;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -337,7 +341,9 @@ pub struct HandlerStage {
     response: MessageCost,
     sleep_late: Duration,
     sleep_late_per_ms: Duration,
+    sleep_tail: Option<SleepTail>,
     service: Histogram,
+    tail_wakes: Counter,
 }
 
 impl HandlerStage {
@@ -346,6 +352,7 @@ impl HandlerStage {
         response: MessageCost,
         sleep_late: Duration,
         sleep_late_per_ms: Duration,
+        sleep_tail: Option<SleepTail>,
         recorder: &PrometheusRecorder,
     ) -> Self {
         recorder.describe_histogram(
@@ -355,24 +362,52 @@ impl HandlerStage {
                 "The profile's handler time per request, besides injected delays (sum: busy time; count: requests)",
             ),
         );
+        recorder.describe_counter(
+            KeyName::from_const_str("dn_sim_handler_sleep_tail_wakes_total"),
+            None,
+            SharedString::const_str(
+                "Echo sleeps that woke in the profile's tail ([handler.sleep] tail_share), later by tail_mean_per_ms_us a ms slept on average",
+            ),
+        );
         Self {
             request,
             response,
             sleep_late,
             sleep_late_per_ms,
+            sleep_tail,
             service: recorder
                 .register_histogram(&key("dn_sim_handler_service_seconds", vec![]), &META),
+            tail_wakes: recorder
+                .register_counter(&key("dn_sim_handler_sleep_tail_wakes_total", vec![]), &META),
         }
+    }
+
+    /// The extra time a sleep of `slept_ms` wakes late in the profile's tail: zero unless the
+    /// echo slept and this sleep falls in the tail's share, then an exponential time of the
+    /// tail's mean for that sleep. Drawn when the request arrives (the stream's draws in its
+    /// request order).
+    pub fn draw_sleep_tail(&self, slept_ms: u32, rng: &mut SmallRng) -> Duration {
+        let Some(tail) = self.sleep_tail.filter(|_| slept_ms > 0) else {
+            return Duration::ZERO;
+        };
+        if rng.random::<f64>() >= tail.share {
+            return Duration::ZERO;
+        }
+        self.tail_wakes.increment(1);
+        // Inverse transform; 1 − u lies in (0, 1], so the logarithm is finite.
+        let u = 1.0 - rng.random::<f64>();
+        tail.mean_per_ms.saturating_mul(slept_ms).mul_f64(-u.ln())
     }
 
     /// The handler's time for a request of `request_bytes` answered with `response_bytes`,
     /// recorded as served; `slept_ms`: the milliseconds an echo slept on the handler (0: none),
-    /// from which it woke late.
+    /// from which it woke late, `tail` later still ([`HandlerStage::draw_sleep_tail`]).
     pub fn service_time(
         &self,
         request_bytes: usize,
         response_bytes: usize,
         slept_ms: u32,
+        tail: Duration,
     ) -> Duration {
         let mut d = Duration::from_nanos(
             self.request
@@ -384,7 +419,10 @@ impl HandlerStage {
                 .sleep_late_per_ms
                 .checked_mul(slept_ms)
                 .unwrap_or(Duration::MAX);
-            d = d.saturating_add(self.sleep_late).saturating_add(per_ms);
+            d = d
+                .saturating_add(self.sleep_late)
+                .saturating_add(per_ms)
+                .saturating_add(tail);
         }
         self.service.record(d.as_secs_f64());
         d
@@ -500,7 +538,8 @@ impl Stages {
         let handler_cost = !(p.handler_request.is_zero()
             && p.handler_response.is_zero()
             && p.handler_sleep_late.is_zero()
-            && p.handler_sleep_late_per_ms.is_zero());
+            && p.handler_sleep_late_per_ms.is_zero()
+            && p.handler_sleep_tail.is_none());
         let cpu_cost = !(p.cpu_handler.is_zero()
             && p.cpu_background.is_zero()
             && p.cpu_echo_payload_ns_per_byte == 0.0);
@@ -521,6 +560,7 @@ impl Stages {
                     p.handler_response,
                     p.handler_sleep_late,
                     p.handler_sleep_late_per_ms,
+                    p.handler_sleep_tail,
                     recorder,
                 )
             }),
@@ -720,7 +760,7 @@ mod tests {
         assert!(s.event_loops.is_none());
         let handler = s.handler.expect("a handler stage");
         assert_eq!(
-            handler.service_time(100, 1000, 0),
+            handler.service_time(100, 1000, 0, Duration::ZERO),
             Duration::from_nanos(1000)
         );
         // A sleep's lateness alone makes a handler stage, paid only by echoes that slept.
@@ -729,9 +769,12 @@ mod tests {
         let handler = Stages::from_profile(Some(&p), 4, &r)
             .handler
             .expect("a handler stage");
-        assert_eq!(handler.service_time(100, 1000, 0), Duration::ZERO);
         assert_eq!(
-            handler.service_time(100, 1000, 1),
+            handler.service_time(100, 1000, 0, Duration::ZERO),
+            Duration::ZERO
+        );
+        assert_eq!(
+            handler.service_time(100, 1000, 1, Duration::ZERO),
             Duration::from_micros(120)
         );
         // ... and the longer it slept, the later it wakes.
@@ -740,7 +783,7 @@ mod tests {
             .handler
             .expect("a handler stage");
         assert_eq!(
-            handler.service_time(100, 1000, 5),
+            handler.service_time(100, 1000, 5, Duration::ZERO),
             Duration::from_micros(120 + 5 * 30)
         );
         p.handler_sleep_late = Duration::ZERO;
@@ -759,5 +802,56 @@ mod tests {
             text.contains("dn_sim_event_loop_connections{loop=\"5\"} 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_sleep_tail_holds_its_share_of_sleeps_for_its_mean_and_none_other() {
+        use rand::SeedableRng;
+        let r = recorder();
+        let mut p = Profile::parse(
+            "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
+             [machine]\ncores = 2\nozone_release = \"2.2.0\"\n\
+             [handler.sleep]\ntail_share = 0.05\ntail_mean_per_ms_us = 2000.0\n",
+        )
+        .unwrap();
+        let handler = Stages::from_profile(Some(&p), 4, &r)
+            .handler
+            .expect("a tail alone makes a handler stage");
+        let mut rng = SmallRng::seed_from_u64(7);
+        // An echo that did not sleep never wakes late.
+        assert!((0..1000).all(|_| handler.draw_sleep_tail(0, &mut rng).is_zero()));
+        let draws: Vec<Duration> = (0..100_000)
+            .map(|_| handler.draw_sleep_tail(2, &mut rng))
+            .collect();
+        let late: Vec<f64> = draws
+            .iter()
+            .filter(|d| !d.is_zero())
+            .map(|d| d.as_secs_f64() * 1e6)
+            .collect();
+        let share = late.len() as f64 / draws.len() as f64;
+        assert!((share - 0.05).abs() < 0.005, "share {share}");
+        let mean = late.iter().sum::<f64>() / late.len() as f64;
+        assert!((mean - 4000.0).abs() < 4000.0 * 0.06, "mean {mean} µs");
+        // Exponential: about e^-2 of the tail beyond twice its mean.
+        let beyond = late.iter().filter(|&&us| us > 8000.0).count() as f64 / late.len() as f64;
+        assert!(
+            (beyond - (-2f64).exp()).abs() < 0.03,
+            "beyond 2 means: {beyond}"
+        );
+        // The draw is held on the handler with the sleep's lateness.
+        assert_eq!(
+            handler.service_time(0, 0, 2, Duration::from_millis(3)),
+            Duration::from_millis(3)
+        );
+        let text = r.handle().render();
+        assert!(
+            text.contains(&format!(
+                "dn_sim_handler_sleep_tail_wakes_total {}",
+                late.len()
+            )),
+            "{text}"
+        );
+        p.handler_sleep_tail = None;
+        assert!(Stages::from_profile(Some(&p), 4, &r).handler.is_none());
     }
 }
