@@ -54,6 +54,7 @@
 //! flight beyond the baseline's. dn-sim answers no request sooner than that after its arrival,
 //! holding nothing, so it shows at low load and vanishes under load, where requests queue anyway.
 
+use crate::calibrate::sleep_tail::{self, Tail, TailCell};
 use serde::{Deserialize, Serialize};
 
 /// What a cell ran.
@@ -229,6 +230,10 @@ pub struct Fitted {
     /// two lengths).
     pub sleep_late_us: f64,
     pub sleep_late_per_ms_us: f64,
+    /// `[handler.sleep] tail_share`, `tail_mean_per_ms_us`: the few sleeps that wake much
+    /// later (`calibrate::sleep_tail`), fitted on the sleeping cells' p99; its mean is part of
+    /// the lateness above, taken from `sleep_late_per_ms_us` (and from `sleep_late_us` beyond).
+    pub sleep_tail: Option<Tail>,
     /// `[latency] floor_us`: the 0 B echo's latency at one request in flight beyond the
     /// baseline's (0 without a baseline).
     pub latency_floor_us: f64,
@@ -875,22 +880,55 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     let hold_us =
         |c: &Cell| busy_handlers(c) / c.calls_per_s.max(1e-9) * 1e6 - f64::from(c.sleep_ms) * 1e3;
     let own_us = handler_us + cpu.as_ref().map_or(0.0, |c| c.handler[0]);
-    let sleep_pairs: Vec<(&Cell, f64)> = slept
+    let sleep_triples: Vec<(&Cell, f64, &Cell)> = slept
         .iter()
         .filter(|t| !t.baseline)
         .filter_map(|t| {
             slept
                 .iter()
                 .find(|b| b.baseline && b.sleep_ms == t.sleep_ms && shape(b) == shape(t))
-                .map(|b| (*t, hold_us(b)))
+                .map(|b| (*t, hold_us(b), *b))
         })
         .collect();
+    let sleep_pairs: Vec<(&Cell, f64)> = sleep_triples.iter().map(|(t, h, _)| (*t, *h)).collect();
     let (sleep_late_us, sleep_late_per_ms_us) = late_line(
         &sleep_pairs
             .iter()
             .map(|(t, b)| (f64::from(t.sleep_ms), hold_us(t) - b - own_us))
             .collect::<Vec<_>>(),
     );
+    // Step 5: the lateness's tail, from the sleeping cells' p99 beyond their p50 (beyond the
+    // baseline's own), its mean taken from the even lateness so that calls/s stay.
+    let tail_cells: Vec<TailCell> = sleep_triples
+        .iter()
+        .map(|(t, _, b)| TailCell {
+            pool: t.pool,
+            in_flight: t.in_flight(),
+            sleep_ms: t.sleep_ms,
+            hold_us: busy_handlers(t) / t.calls_per_s.max(1e-9) * 1e6,
+            excess_ms: ((t.p99_ms - t.p50_ms) - (b.p99_ms - b.p50_ms)).max(0.0),
+        })
+        .collect();
+    // The tail's mean a millisecond comes out of the line's slope, and beyond it out of its
+    // intercept at the longest sleep (the lateness there stays; shorter sleeps lose a little).
+    let longest_ms = f64::from(tail_cells.iter().map(|c| c.sleep_ms).max().unwrap_or(0));
+    let sleep_tail = (longest_ms > 0.0)
+        .then(|| {
+            sleep_tail::fit_tail(
+                &tail_cells,
+                sleep_late_per_ms_us + sleep_late_us / longest_ms,
+            )
+        })
+        .flatten();
+    let tail_per_ms_us = sleep_tail.map_or(0.0, |t| t.mean_late_per_ms_us());
+    let (sleep_late_us, sleep_late_per_ms_us) = if tail_per_ms_us <= sleep_late_per_ms_us {
+        (sleep_late_us, sleep_late_per_ms_us - tail_per_ms_us)
+    } else {
+        (
+            (sleep_late_us - (tail_per_ms_us - sleep_late_per_ms_us) * longest_ms).max(0.0),
+            0.0,
+        )
+    };
     // An echo's payload is made under one lock for the whole DataNode (its SecureRandom's
     // SHA1PRNG, `synchronized`): priced at what lets the fastest loaded echo of a payload run
     // through that lock alone, at most the handler's CPU a response byte (the lock's work is
@@ -947,11 +985,27 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         })
         .collect();
     residuals.extend(sleep_pairs.iter().map(|(t, base_hold_us)| {
-        let late_us = sleep_late_us + sleep_late_per_ms_us * f64::from(t.sleep_ms);
+        let late_us =
+            sleep_late_us + (sleep_late_per_ms_us + tail_per_ms_us) * f64::from(t.sleep_ms);
         let held_us = f64::from(t.sleep_ms) * 1e3 + base_hold_us + own_us + late_us;
         let x = busy_handlers(t) / (held_us.max(1e-3) / 1e6);
         (t.label(), "calls/s", t.calls_per_s, x)
     }));
+    residuals.extend(sleep_triples.iter().zip(&tail_cells).enumerate().map(
+        |(i, ((t, _, _), c))| {
+            let predicted = sleep_tail::tail_excess_ms(
+                c,
+                sleep_tail.unwrap_or(Tail::NONE),
+                sleep_tail::seed(i),
+            );
+            (
+                t.label(),
+                "p99 - p50 ms beyond the baseline's (the tail's)",
+                c.excess_ms,
+                predicted,
+            )
+        },
+    ));
     let (mut cpu_handler, cpu_background) = cpu
         .as_ref()
         .map_or(([0.0; 3], [0.0; 3]), |c| (c.handler, c.background()));
@@ -980,6 +1034,7 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         cpu_background,
         sleep_late_us,
         sleep_late_per_ms_us,
+        sleep_tail,
         latency_floor_us: base_single.map_or(0.0, |b0| ((echo_base_ms - b0) * 1e3).max(0.0)),
         echo_base_ms,
         write_base_ms,
@@ -1251,9 +1306,16 @@ impl Fitted {
         t += &table("handler.request", self.handler_us, f * self.req_ns_per_byte);
         t += &table("handler.response", 0.0, f * self.resp_ns_per_byte);
         t += &format!(
-            "[handler.sleep]\nlate_us = {:.3}\nlate_per_ms_us = {:.3}\n\n",
+            "[handler.sleep]\nlate_us = {:.3}\nlate_per_ms_us = {:.3}\n",
             self.sleep_late_us, self.sleep_late_per_ms_us
         );
+        if let Some(tail) = &self.sleep_tail {
+            t += &format!(
+                "tail_share = {:.5}\ntail_mean_per_ms_us = {:.3}\n",
+                tail.share, tail.mean_per_ms_us
+            );
+        }
+        t += "\n";
         let cpu = |name: &str, c: [f64; 3]| {
             format!(
                 "[{name}]\nper_message_us = {:.3}\nper_request_byte_ns = {:.5}\nper_response_byte_ns = {:.5}\n\n",
@@ -1295,7 +1357,7 @@ impl Fitted {
              {:.3} ns/echo payload B under one lock; \
              CPU in the background {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B, \
              at most {} cores together; \
-             latency floor {:.1} µs; an echo's sleep wakes {:.1} µs + {:.1} µs a ms slept late\n\n\
+             latency floor {:.1} µs; an echo's sleep wakes {:.1} µs + {:.1} µs a ms slept late{}\n\n\
              | cell | unit | measured | model | model ÷ measured |\n|---|---|---:|---:|---:|\n",
             self.loop_us,
             self.handler_us,
@@ -1315,6 +1377,11 @@ impl Fitted {
             self.latency_floor_us,
             self.sleep_late_us,
             self.sleep_late_per_ms_us,
+            self.sleep_tail.map_or(String::new(), |t| format!(
+                ", {:.2} % of sleeps later still by {:.0} µs a ms slept on average",
+                t.share * 100.0,
+                t.mean_per_ms_us
+            )),
         );
         for (cell, unit, m, p) in &self.residuals {
             s += &format!(

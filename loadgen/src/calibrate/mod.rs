@@ -25,6 +25,7 @@
 
 mod dn_sim_process;
 pub mod fit;
+pub mod sleep_tail;
 
 use crate::cli::calibrate::CalibrateArgs;
 use crate::cli::{Cli, Command};
