@@ -13,7 +13,8 @@
 #    into the profile (kind "measured"), a cell of several starts as their geometric mean; the
 #    baseline runs the loaded cells too at each pool:
 #    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
-#    real DataNode's handler wakes from a sleep. The fit is then checked on the dn-sim the
+#    real DataNode's handler wakes from a sleep (their calls/s) and how few wake much later
+#    still (their p99, the sleep's tail). The fit is then checked on the dn-sim the
 #    validation runs (this dn-sim binary and its flags, a process of its own: --check-on; no
 #    real DataNode running), cells as long as the fit's, up to 4 rounds each (the round nearest
 #    the real DataNode kept): the loaded 0 B echoes at each pool (the loop's and the handler's costs
