@@ -890,11 +890,10 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
                 .map(|b| (*t, hold_us(b), *b))
         })
         .collect();
-    let sleep_pairs: Vec<(&Cell, f64)> = sleep_triples.iter().map(|(t, h, _)| (*t, *h)).collect();
     let (sleep_late_us, sleep_late_per_ms_us) = late_line(
-        &sleep_pairs
+        &sleep_triples
             .iter()
-            .map(|(t, b)| (f64::from(t.sleep_ms), hold_us(t) - b - own_us))
+            .map(|(t, b, _)| (f64::from(t.sleep_ms), hold_us(t) - b - own_us))
             .collect::<Vec<_>>(),
     );
     // Step 5: the lateness's tail, from the sleeping cells' p99 beyond their p50 (beyond the
@@ -984,7 +983,7 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
             }
         })
         .collect();
-    residuals.extend(sleep_pairs.iter().map(|(t, base_hold_us)| {
+    residuals.extend(sleep_triples.iter().map(|(t, base_hold_us, _)| {
         let late_us =
             sleep_late_us + (sleep_late_per_ms_us + tail_per_ms_us) * f64::from(t.sleep_ms);
         let held_us = f64::from(t.sleep_ms) * 1e3 + base_hold_us + own_us + late_us;

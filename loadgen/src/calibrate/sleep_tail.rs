@@ -116,12 +116,15 @@ pub fn seed(cell_index: usize) -> u64 {
     0x5eed + cell_index as u64
 }
 
-fn error(cells: &[TailCell], tail: Tail) -> f64 {
+/// `even_ms`: each cell's excess under an even hold, simulated once (it is the same for every
+/// candidate tail).
+fn error(cells: &[TailCell], even_ms: &[f64], tail: Tail) -> f64 {
     cells
         .iter()
+        .zip(even_ms)
         .enumerate()
-        .map(|(i, c)| {
-            let sim = tail_excess_ms(c, tail, seed(i));
+        .map(|(i, (c, even))| {
+            let sim = simulate_excess_ms(c, tail, seed(i)) - even;
             (sim.max(EXCESS_FLOOR_MS) / c.excess_ms.max(EXCESS_FLOOR_MS))
                 .ln()
                 .powi(2)
@@ -136,7 +139,12 @@ pub fn fit_tail(cells: &[TailCell], max_mean_late_per_ms_us: f64) -> Option<Tail
     if cells.is_empty() || max_mean_late_per_ms_us <= 0.0 {
         return None;
     }
-    let mut best = (error(cells, Tail::NONE), Tail::NONE);
+    let even_ms: Vec<f64> = cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| simulate_excess_ms(c, Tail::NONE, seed(i)))
+        .collect();
+    let mut best = (error(cells, &even_ms, Tail::NONE), Tail::NONE);
     // Shares 0.2 % to 30 %, means 50 µs to 50 ms a millisecond asked, each a factor 1.5 apart.
     let shares = (0..13).map(|k| 0.002 * 1.5f64.powi(k));
     for share in shares {
@@ -148,7 +156,7 @@ pub fn fit_tail(cells: &[TailCell], max_mean_late_per_ms_us: f64) -> Option<Tail
             if tail.mean_late_per_ms_us() > max_mean_late_per_ms_us {
                 break;
             }
-            let e = error(cells, tail);
+            let e = error(cells, &even_ms, tail);
             if e < best.0 - 1e-12 {
                 best = (e, tail);
             }
