@@ -186,7 +186,7 @@ impl Admission {
         let arrived = Instant::now();
         // The profile's latency floor counts the requests in service on the gRPC path.
         let floor_ticket = match (&self.stages.latency_floor, &on) {
-            (Some(floor), Executor::Handlers) => Some(floor.arrive()),
+            (Some(floor), Executor::Handlers) => Some(floor.arrive(rng)),
             _ => None,
         };
         let cmd = Type::try_from(req.cmd_type).unwrap_or(Type::ListContainer);

@@ -14,7 +14,8 @@
 //! 5. the **latency floor** (`[latency] floor_us`): a request answered sooner than this after it
 //!    arrived waits for the rest, holding nothing (the real DataNode's thread hand-offs, which
 //!    cost latency but no CPU). A request that queued or worked longer does not wait, so under
-//!    load, where requests queue anyway, the floor costs no timer wake-up.
+//!    load, where requests queue anyway, the floor costs no timer wake-up. Each request's floor
+//!    is longer by an exponential time of mean `[latency] jitter_mean_us`, drawn on arrival.
 //!
 //! What a real DataNode does (Ozone 2.0.0, 2.1.0 and 2.2.0 alike, `XceiverServerGrpc`'s
 //! constructor): `poolSize` = `hdds.datanode.read.chunk.threads.per.volume` × volumes; the
@@ -443,9 +444,11 @@ pub struct Stages {
 /// The end of a floor's wait that is spent yielding instead of on the timer.
 pub const FLOOR_SPIN: Duration = Duration::from_micros(200);
 
-/// `[latency] floor_us`: no answer sooner than `floor` after its request arrived.
+/// `[latency] floor_us`: no answer sooner than `floor` (and an exponential time of mean
+/// `jitter_mean_us`) after its request arrived.
 pub struct LatencyFloor {
     floor: Duration,
+    jitter_mean: Duration,
     wait: Histogram,
     /// Requests between arrival and answer on the gRPC path.
     in_service: AtomicUsize,
@@ -454,7 +457,8 @@ pub struct LatencyFloor {
 /// A request's passage through the floor's stage: counted in service until dropped.
 pub struct FloorTicket<'a> {
     stage: &'a LatencyFloor,
-    arrived: Instant,
+    /// The request's arrival + its floor.
+    due: Instant,
     /// No other request was in service when this one arrived.
     found_idle: bool,
 }
@@ -466,7 +470,7 @@ impl Drop for FloorTicket<'_> {
 }
 
 impl LatencyFloor {
-    pub fn new(floor: Duration, recorder: &PrometheusRecorder) -> Self {
+    pub fn new(floor: Duration, jitter_mean: Duration, recorder: &PrometheusRecorder) -> Self {
         recorder.describe_histogram(
             KeyName::from_const_str("dn_sim_latency_floor_wait_seconds"),
             Some(Unit::Seconds),
@@ -476,19 +480,33 @@ impl LatencyFloor {
         );
         Self {
             floor,
+            jitter_mean,
             wait: recorder
                 .register_histogram(&key("dn_sim_latency_floor_wait_seconds", vec![]), &META),
             in_service: AtomicUsize::new(0),
         }
     }
 
-    /// A request arrived now; keep the ticket until its answer goes.
-    pub fn arrive(&self) -> FloorTicket<'_> {
+    /// A request arrived now; keep the ticket until its answer goes. Its floor's jitter is
+    /// drawn from `rng` whether or not it will wait, so a stream's draws follow its request
+    /// order whatever the load (none without a jitter).
+    pub fn arrive(&self, rng: &mut SmallRng) -> FloorTicket<'_> {
+        let arrived = Instant::now();
         FloorTicket {
             stage: self,
-            arrived: Instant::now(),
+            due: arrived + self.floor + self.draw_jitter(rng),
             found_idle: self.in_service.fetch_add(1, Relaxed) == 0,
         }
+    }
+
+    /// An exponential time of the jitter's mean (zero without one).
+    pub fn draw_jitter(&self, rng: &mut SmallRng) -> Duration {
+        if self.jitter_mean.is_zero() {
+            return Duration::ZERO;
+        }
+        // Inverse transform; 1 − u lies in (0, 1], so the logarithm is finite.
+        let u = 1.0 - rng.random::<f64>();
+        self.jitter_mean.mul_f64(-u.ln())
     }
 
     /// Returns when the answer of `ticket`'s request may go: at once when it found other
@@ -504,7 +522,7 @@ impl LatencyFloor {
         if !ticket.found_idle {
             return;
         }
-        let due = ticket.arrived + self.floor;
+        let due = ticket.due;
         let now = Instant::now();
         if now >= due {
             return;
@@ -575,8 +593,8 @@ impl Stages {
                     recorder,
                 )
             }),
-            latency_floor: (!p.latency_floor.is_zero())
-                .then(|| LatencyFloor::new(p.latency_floor, recorder)),
+            latency_floor: (!(p.latency_floor.is_zero() && p.latency_jitter.is_zero()))
+                .then(|| LatencyFloor::new(p.latency_floor, p.latency_jitter, recorder)),
         }
     }
 }
@@ -853,5 +871,46 @@ mod tests {
         );
         p.handler_sleep_tail = None;
         assert!(Stages::from_profile(Some(&p), 4, &r).handler.is_none());
+    }
+
+    #[test]
+    fn the_floors_jitter_is_exponential_of_its_mean_and_drawn_only_when_set() {
+        use rand::SeedableRng;
+        let r = recorder();
+        let mut p = Profile::parse(
+            "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
+             [machine]\ncores = 2\nozone_release = \"2.2.0\"\n\
+             [latency]\njitter_mean_us = 30.0\n",
+        )
+        .unwrap();
+        let floor = Stages::from_profile(Some(&p), 4, &r)
+            .latency_floor
+            .expect("a jitter alone makes a floor stage");
+        let mut rng = SmallRng::seed_from_u64(11);
+        let us: Vec<f64> = (0..100_000)
+            .map(|_| floor.draw_jitter(&mut rng).as_secs_f64() * 1e6)
+            .collect();
+        let mean = us.iter().sum::<f64>() / us.len() as f64;
+        assert!((mean - 30.0).abs() < 30.0 * 0.03, "mean {mean} µs");
+        let beyond = us.iter().filter(|&&x| x > 60.0).count() as f64 / us.len() as f64;
+        assert!(
+            (beyond - (-2f64).exp()).abs() < 0.01,
+            "beyond 2 means: {beyond}"
+        );
+        // Without a jitter the floor draws nothing: the stream's next draw is unchanged.
+        p.latency_jitter = Duration::ZERO;
+        p.latency_floor = Duration::from_micros(40);
+        let plain = Stages::from_profile(Some(&p), 4, &r)
+            .latency_floor
+            .expect("a floor");
+        let (mut a, mut b) = (SmallRng::seed_from_u64(3), SmallRng::seed_from_u64(3));
+        assert!(plain.draw_jitter(&mut a).is_zero());
+        assert_eq!(a.random::<u64>(), b.random::<u64>());
+        p.latency_floor = Duration::ZERO;
+        assert!(
+            Stages::from_profile(Some(&p), 4, &r)
+                .latency_floor
+                .is_none()
+        );
     }
 }
