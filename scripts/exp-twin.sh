@@ -276,7 +276,7 @@ if costs(p.get("handler", {})): print("dn_sim_handler_service_seconds_count")
 cpu = {k: v for k, v in p.get("cpu", {}).items() if k in ("handler", "background")}
 if costs(cpu): print("dn_sim_cpu_burn_seconds_count dn_sim_cpu_background_debt_seconds")
 if costs(cpu) and "capacity" in p.get("cpu", {}): print("dn_sim_cpu_capacity_wait_seconds_count")
-if p.get("latency", {}).get("floor_us"): print("dn_sim_latency_floor_wait_seconds_count")
+if any(p.get("latency", {}).values()): print("dn_sim_latency_floor_wait_seconds_count")
 PY
 )"
 [ -n "$stages" ] || { echo "exp-twin.sh: $profile prices no stage" >&2; exit 1; }

@@ -117,6 +117,11 @@ fn calibrating_a_dn_sim_of_a_known_profile_gives_back_its_costs() {
         report.contains("# Loops, handler and CPU checked on dn-sim (loaded 0 B echoes"),
         "{report}"
     );
+    // So were the floor and its jitter, on the 0 B echo at one request in flight.
+    assert!(
+        report.contains("# Latency floor checked on dn-sim (0 B echo at one request in flight"),
+        "{report}"
+    );
     // The cells file feeds a fit of its own (--with), to the same costs: those the check's
     // first round ran with (the check may scale them after).
     let refit = dir.path().join("refit.toml");

@@ -50,9 +50,13 @@
 //! (`[cpu.capacity] cores`, `u` averaged over the priced pairs): unbounded, they would fill the
 //! cores the baseline left idle and serve the loaded 1 MiB echoes faster than the target did.
 //!
-//! **The latency floor** (`[latency] floor_us`): the 0 B echo's latency at one request in
-//! flight beyond the baseline's. dn-sim answers no request sooner than that after its arrival,
-//! holding nothing, so it shows at low load and vanishes under load, where requests queue anyway.
+//! **The latency floor** (`[latency] floor_us`, `jitter_mean_us`): the 0 B echo's latency at
+//! one request in flight beyond the baseline's. dn-sim answers no request that found it idle
+//! sooner than that after its arrival, holding nothing, so it shows at low load and vanishes
+//! under load, where requests queue anyway. Its jitter, an exponential time beyond the floor, is
+//! the target's p99 − p50 at one request in flight beyond the baseline's, ÷ ln 50 (an
+//! exponential's p99 − p50 over its mean); the floor keeps the mean. The check
+//! ([`FloorCheck`]) runs that echo on dn-sim with the profile and corrects both.
 
 use crate::calibrate::sleep_tail::{self, Tail, TailCell};
 use serde::{Deserialize, Serialize};
@@ -235,8 +239,15 @@ pub struct Fitted {
     /// the lateness above, taken from `sleep_late_per_ms_us` (and from `sleep_late_us` beyond).
     pub sleep_tail: Option<Tail>,
     /// `[latency] floor_us`: the 0 B echo's latency at one request in flight beyond the
-    /// baseline's (0 without a baseline).
+    /// baseline's, less the jitter's mean (0 without a baseline).
     pub latency_floor_us: f64,
+    /// `[latency] jitter_mean_us`: the mean of the exponential time beyond the floor (0
+    /// without a baseline).
+    pub latency_jitter_us: f64,
+    /// The target's 0 B echo at one request in flight (what the floor's check compares).
+    pub echo_base: Latencies,
+    /// The check of the floor and its jitter on a dn-sim that runs the profile.
+    pub floor_check: Option<FloorCheck>,
     /// Latency (ms) at one request in flight of a 0 B echo; WriteChunk's at 0 bytes.
     pub echo_base_ms: f64,
     pub write_base_ms: f64,
@@ -300,6 +311,82 @@ impl Check {
 
 /// A check round within this share of the target's latency ends the check.
 pub const CHECK_TOLERANCE: f64 = 0.02;
+
+/// A cell's mean, median and 99th percentile latency (ms).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Latencies {
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl Latencies {
+    pub fn of(c: &Cell) -> Self {
+        Self {
+            mean_ms: c.mean_ms,
+            p50_ms: c.p50_ms,
+            p99_ms: c.p99_ms,
+        }
+    }
+
+    fn spread_ms(&self) -> f64 {
+        self.p99_ms - self.p50_ms
+    }
+}
+
+/// An exponential time's p99 − p50 over its mean: ln 100 − ln 2.
+const EXP_P99_LESS_P50: f64 = 3.912_023_005_428_146;
+
+/// A floor check round whose p99 lies within this share of the target's (and whose mean within
+/// [`CHECK_TOLERANCE`]) ends the check.
+pub const FLOOR_P99_TOLERANCE: f64 = 0.10;
+
+/// The check of the latency floor and its jitter on a dn-sim that runs the profile: the 0 B
+/// echo at one request in flight, there and on the target.
+///
+/// Why: the floor counts from the request's arrival at dn-sim, so dn-sim's own time before it
+/// is absorbed and the baseline's difference undershoots (a fit's 88.7 µs floor gave dn-sim
+/// 5.0 k calls/s where a real Ozone 2.2.0 DataNode made 4.5 k); and the jitter adds to a spread
+/// dn-sim already has. Each round moves the jitter by the p99 − p50 still missing ÷ ln 50 (÷ the
+/// share of the last move that showed), and the floor by the mean still missing less what the
+/// jitter's move adds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FloorCheck {
+    pub target: Latencies,
+    /// Per round: the floor and the jitter's mean it ran with (µs), and dn-sim's latencies.
+    pub rounds: Vec<(f64, f64, Latencies)>,
+    /// The round whose floor was kept (0-based), once settled.
+    pub kept: Option<usize>,
+}
+
+impl FloorCheck {
+    /// A round's error: the squared log ratios of its mean and its p99 to the target's, each
+    /// in units of its goal (calls/s ±10 %, p99 ±25 %).
+    fn error(&self, round: usize) -> f64 {
+        let s = &self.rounds[round].2;
+        let r = |a: f64, b: f64| (a.max(1e-9) / b.max(1e-9)).ln();
+        (r(s.mean_ms, self.target.mean_ms) / 0.10).powi(2)
+            + (r(s.p99_ms, self.target.p99_ms) / 0.25).powi(2)
+    }
+
+    pub fn summary(&self) -> String {
+        let l = |x: &Latencies| format!("{:.3}/{:.3}/{:.3}", x.mean_ms, x.p50_ms, x.p99_ms);
+        let rounds: Vec<String> = self
+            .rounds
+            .iter()
+            .map(|(f, j, x)| format!("{} at {f:.1} + {j:.1} µs", l(x)))
+            .collect();
+        let kept = self
+            .kept
+            .map_or(String::new(), |k| format!("; round {}'s kept", k + 1));
+        format!(
+            "Latency floor checked on dn-sim (0 B echo at one request in flight, mean/p50/p99 ms; \
+             floor + jitter's mean): {} on the target, {} on dn-sim{kept}.",
+            l(&self.target),
+            rounds.join(", ")
+        )
+    }
+}
 
 /// The check of the echo payload's lock on a dn-sim that runs the profile: the loaded echo the
 /// lock was priced on, there and on the target.
@@ -716,6 +803,20 @@ fn single(cells: &[&Cell], resp: u64) -> Option<f64> {
     )
 }
 
+/// The latencies of echoes of `resp` bytes at one request in flight, the mean of their cells.
+fn single_latencies(cells: &[&Cell], resp: u64) -> Option<Latencies> {
+    let of: Vec<&&Cell> = cells
+        .iter()
+        .filter(|c| c.kind == Kind::Echo && c.in_flight() == 1)
+        .filter(|c| c.resp_bytes == resp && c.req_bytes == 0)
+        .collect();
+    Some(Latencies {
+        mean_ms: mean(of.iter().map(|c| c.mean_ms))?,
+        p50_ms: mean(of.iter().map(|c| c.p50_ms))?,
+        p99_ms: mean(of.iter().map(|c| c.p99_ms))?,
+    })
+}
+
 /// At one request in flight: the response's ns per byte (0 B vs 1 MiB echoes), WriteChunk's
 /// latency at 0 bytes (ms) and the request's ns per byte (the line over chunk sizes).
 fn slopes(cells: &[&Cell], echo_base_ms: f64) -> (f64, f64, f64) {
@@ -1018,6 +1119,22 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     let cpu_capacity_cores = cpu
         .as_ref()
         .map(|c| c.capacity.clamp(0.01, f64::from(cores.max(1))));
+    // The floor and its jitter: the target's mean and spread at one request in flight beyond
+    // the baseline's.
+    let (latency_floor_us, latency_jitter_us) = match (
+        base_single,
+        single_latencies(&target, 0),
+        single_latencies(&base, 0),
+    ) {
+        (Some(b0), Some(t), Some(b)) => {
+            // No more jitter than the mean leaves room for: calls/s are the tighter goal.
+            let beyond = ((echo_base_ms - b0) * 1e3).max(0.0);
+            let jitter =
+                ((t.spread_ms() - b.spread_ms()) * 1e3 / EXP_P99_LESS_P50).clamp(0.0, beyond);
+            (beyond - jitter, jitter)
+        }
+        _ => (0.0, 0.0),
+    };
     Ok(Fitted {
         cores,
         cpu_capacity_cores,
@@ -1034,7 +1151,10 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         sleep_late_us,
         sleep_late_per_ms_us,
         sleep_tail,
-        latency_floor_us: base_single.map_or(0.0, |b0| ((echo_base_ms - b0) * 1e3).max(0.0)),
+        latency_floor_us,
+        latency_jitter_us,
+        echo_base: single_latencies(&target, 0).unwrap_or_default(),
+        floor_check: None,
         echo_base_ms,
         write_base_ms,
         echo_mib_ms: single(cells, mib),
@@ -1259,6 +1379,74 @@ impl Fitted {
         self.set_lock_price(price);
     }
 
+    /// Whether the target's 0 B echo at one request in flight is known for the floor's check.
+    pub fn floor_checkable(&self) -> bool {
+        self.echo_base.mean_ms > 0.0 && self.echo_base.p99_ms > 0.0
+    }
+
+    /// Records a round of the floor's check: dn-sim ran the 0 B echo at one request in flight
+    /// with `sim` latencies at the floor and jitter as they stand. Returns whether another
+    /// round is worth running (dn-sim's mean off the target's by more than
+    /// [`CHECK_TOLERANCE`] or its p99 by more than [`FLOOR_P99_TOLERANCE`], and the floor or
+    /// the jitter moved); sets them for it.
+    pub fn floor_check_round(&mut self, sim: Latencies) -> bool {
+        let (floor, jitter) = (self.latency_floor_us, self.latency_jitter_us);
+        let target = self.echo_base;
+        let check = self.floor_check.get_or_insert_with(|| FloorCheck {
+            target,
+            ..FloorCheck::default()
+        });
+        check.rounds.push((floor, jitter, sim));
+        let off = |s: f64, t: f64| (s / t - 1.0).abs();
+        if !(sim.mean_ms.is_finite() && sim.p99_ms.is_finite()) {
+            return false;
+        }
+        if off(sim.mean_ms, target.mean_ms) <= CHECK_TOLERANCE
+            && off(sim.p99_ms, target.p99_ms) <= FLOOR_P99_TOLERANCE
+        {
+            return false;
+        }
+        // The share of a jitter's move that shows in dn-sim's spread: all of it unless two
+        // rounds measured less (the floor counts from the arrival, so a jitter shorter than
+        // dn-sim's own time in service shows not at all: 30 µs widened a p99 − p50 by 55 µs
+        // where an exponential's is 117).
+        let shown = check
+            .rounds
+            .len()
+            .checked_sub(2)
+            .map(|i| &check.rounds[i])
+            .filter(|before| (jitter - before.1).abs() > 1e-3)
+            .map_or(1.0, |before| {
+                let widened_us = (sim.spread_ms() - before.2.spread_ms()) * 1e3;
+                (widened_us / ((jitter - before.1) * EXP_P99_LESS_P50)).clamp(0.25, 1.0)
+            });
+        let next_jitter = (jitter
+            + (target.spread_ms() - sim.spread_ms()) * 1e3 / (EXP_P99_LESS_P50 * shown))
+            .max(0.0);
+        let next_floor = (floor + (target.mean_ms - sim.mean_ms) * 1e3
+            - shown * (next_jitter - jitter))
+            .max(0.0);
+        self.latency_floor_us = next_floor;
+        self.latency_jitter_us = next_jitter;
+        (next_floor, next_jitter) != (floor, jitter)
+    }
+
+    /// Ends the floor's check: keeps the floor and jitter of the round whose dn-sim ran
+    /// nearest the target ([`FloorCheck`]'s error).
+    pub fn settle_floor_check(&mut self) {
+        let Some(check) = self.floor_check.as_mut() else {
+            return;
+        };
+        let Some(best) =
+            (0..check.rounds.len()).min_by(|&a, &b| check.error(a).total_cmp(&check.error(b)))
+        else {
+            return;
+        };
+        check.kept = Some(best);
+        (self.latency_floor_us, self.latency_jitter_us) =
+            (check.rounds[best].0, check.rounds[best].1);
+    }
+
     /// Sets the lock's price, the handler's CPU outside it making up the difference.
     fn set_lock_price(&mut self, price: f64) {
         self.cpu_handler[2] += self.echo_payload_ns_per_byte - price;
@@ -1276,6 +1464,9 @@ impl Fitted {
             checked += &format!("# {}\n", c.summary());
         }
         if let Some(c) = &self.lock_check {
+            checked += &format!("# {}\n", c.summary());
+        }
+        if let Some(c) = &self.floor_check {
             checked += &format!("# {}\n", c.summary());
         }
         let mut t = format!(
@@ -1332,7 +1523,10 @@ impl Fitted {
                 self.echo_payload_ns_per_byte
             );
         }
-        t += &format!("[latency]\nfloor_us = {:.3}\n\n", self.latency_floor_us);
+        t += &format!(
+            "[latency]\nfloor_us = {:.3}\njitter_mean_us = {:.3}\n\n",
+            self.latency_floor_us, self.latency_jitter_us
+        );
         t += &format!(
             "[fit]\nsource = {}\nmeasured_at = {}\n",
             quote(source),
@@ -1356,7 +1550,7 @@ impl Fitted {
              {:.3} ns/echo payload B under one lock; \
              CPU in the background {:.1} µs/message, {:.3} ns/request B, {:.3} ns/response B, \
              at most {} cores together; \
-             latency floor {:.1} µs; an echo's sleep wakes {:.1} µs + {:.1} µs a ms slept late{}\n\n\
+             latency floor {:.1} µs + a jitter of {:.1} µs on average; an echo's sleep wakes {:.1} µs + {:.1} µs a ms slept late{}\n\n\
              | cell | unit | measured | model | model ÷ measured |\n|---|---|---:|---:|---:|\n",
             self.loop_us,
             self.handler_us,
@@ -1374,6 +1568,7 @@ impl Fitted {
             self.cpu_capacity_cores
                 .map_or("all".to_string(), |c| format!("{c:.2}")),
             self.latency_floor_us,
+            self.latency_jitter_us,
             self.sleep_late_us,
             self.sleep_late_per_ms_us,
             self.sleep_tail.map_or(String::new(), |t| format!(
@@ -1395,6 +1590,9 @@ impl Fitted {
             s += &format!("\n{}\n", check.summary());
         }
         if let Some(check) = &self.lock_check {
+            s += &format!("\n{}\n", check.summary());
+        }
+        if let Some(check) = &self.floor_check {
             s += &format!("\n{}\n", check.summary());
         }
         s
@@ -1531,6 +1729,124 @@ mod tests {
         let toml = f.to_toml("2.2.0", "a \"test\"", "now");
         assert!(toml.contains("kind = \"measured\""), "{toml}");
         assert!(toml.contains("source = \"a \\\"test\\\"\""), "{toml}");
+    }
+
+    /// A fit whose target answers a 0 B echo at one request in flight in 0.220 ms on average
+    /// (p50 0.207, p99 0.431) and the baseline in 0.130 (p50 0.120, p99 0.220).
+    fn fitted_with_a_spread_floor() -> Fitted {
+        let spread = |mut c: Cell, p50: f64, p99: f64| {
+            c.p50_ms = p50;
+            c.p99_ms = p99;
+            c
+        };
+        let cells = vec![
+            spread(echo(10, 1, 1, 0, 1e3 / 0.22, 0.22), 0.207, 0.431),
+            spread(
+                with_cpu(echo(0, 1, 1, 0, 1e3 / 0.13, 0.13), 0.1, true),
+                0.12,
+                0.22,
+            ),
+        ];
+        fit(&cells, 2).unwrap()
+    }
+
+    #[test]
+    fn the_floors_jitter_is_the_targets_spread_beyond_the_baselines_and_keeps_the_mean() {
+        let f = fitted_with_a_spread_floor();
+        // p99 - p50: 0.224 ms on the target, 0.100 on the baseline; an exponential's is
+        // ln 50 x its mean.
+        let jitter = (224.0 - 100.0) / 50f64.ln();
+        assert!((f.latency_jitter_us - jitter).abs() < 1e-6, "{f:?}");
+        // The floor and the jitter's mean together: the 90 µs the target's mean is beyond.
+        assert!(
+            (f.latency_floor_us + f.latency_jitter_us - 90.0).abs() < 1e-6,
+            "{f:?}"
+        );
+        let toml = f.to_toml("2.2.0", "t", "now");
+        assert!(
+            toml.contains(&format!(
+                "[latency]\nfloor_us = {:.3}\njitter_mean_us = {:.3}\n",
+                f.latency_floor_us, f.latency_jitter_us
+            )),
+            "{toml}"
+        );
+        // A spread wider than the mean leaves room for is capped there: no floor, all jitter.
+        let mut cells = vec![
+            echo(10, 1, 1, 0, 1e3 / 0.14, 0.14),
+            with_cpu(echo(0, 1, 1, 0, 1e3 / 0.13, 0.13), 0.1, true),
+        ];
+        cells[0].p99_ms = 1.0;
+        let f = fit(&cells, 2).unwrap();
+        assert!((f.latency_jitter_us - 10.0).abs() < 1e-6, "{f:?}");
+        assert!(f.latency_floor_us.abs() < 1e-6, "{f:?}");
+    }
+
+    #[test]
+    fn the_floor_check_moves_the_jitter_by_the_missing_spread_and_the_floor_by_the_mean() {
+        let mut f = fitted_with_a_spread_floor();
+        assert!(f.floor_checkable());
+        let (floor, jitter) = (f.latency_floor_us, f.latency_jitter_us);
+        // dn-sim: 21 µs faster on average, 128 µs too little between p50 and p99.
+        let sim = Latencies {
+            mean_ms: 0.199,
+            p50_ms: 0.193,
+            p99_ms: 0.289,
+        };
+        assert!(f.floor_check_round(sim));
+        let more_jitter = 128.0 / 50f64.ln();
+        assert!(
+            (f.latency_jitter_us - (jitter + more_jitter)).abs() < 1e-6,
+            "{f:?}"
+        );
+        assert!(
+            (f.latency_floor_us - (floor + 21.0 - more_jitter)).abs() < 1e-6,
+            "{f:?}"
+        );
+        // Within 2 % of the mean and 10 % of the p99: no further round.
+        let close = Latencies {
+            mean_ms: 0.223,
+            p50_ms: 0.205,
+            p99_ms: 0.41,
+        };
+        let (floor2, jitter2) = (f.latency_floor_us, f.latency_jitter_us);
+        assert!(!f.floor_check_round(close));
+        // A third round overshoots; the settled profile is the nearest round's.
+        let far = Latencies {
+            mean_ms: 0.30,
+            p50_ms: 0.25,
+            p99_ms: 0.90,
+        };
+        f.floor_check_round(far);
+        f.settle_floor_check();
+        let check = f.floor_check.as_ref().unwrap();
+        assert_eq!(check.kept, Some(1), "{check:?}");
+        assert_eq!((f.latency_floor_us, f.latency_jitter_us), (floor2, jitter2));
+        assert!(
+            f.to_toml("2.2.0", "t", "now")
+                .contains("# Latency floor checked on dn-sim"),
+            "the check is in the profile's header"
+        );
+        assert!(f.markdown().contains("round 2's kept"), "{}", f.markdown());
+
+        // A jitter's move that showed half in dn-sim's spread is taken as half as effective.
+        let mut f = fitted_with_a_spread_floor();
+        assert!(f.floor_check_round(sim));
+        let (floor1, jitter1) = (f.latency_floor_us, f.latency_jitter_us);
+        let moved = jitter1 - jitter;
+        let half = Latencies {
+            mean_ms: 0.199 + moved / 2.0 / 1e3,
+            p50_ms: 0.193,
+            p99_ms: 0.289 + moved * 50f64.ln() / 2.0 / 1e3,
+        };
+        assert!(f.floor_check_round(half));
+        let missing_us = 224.0 - (half.p99_ms - half.p50_ms) * 1e3;
+        let next = jitter1 + missing_us / (50f64.ln() * 0.5);
+        assert!((f.latency_jitter_us - next).abs() < 1e-6, "{f:?}");
+        let mean_us = (0.22 - half.mean_ms) * 1e3;
+        assert!(
+            (f.latency_floor_us - (floor1 + mean_us - 0.5 * (next - jitter1))).abs() < 1e-6,
+            "{f:?}"
+        );
     }
 
     /// A fit of 0 B echoes at two pools whose loops (400 µs) and handler (600 µs) limit them.

@@ -154,8 +154,9 @@ impl CheckDnSim {
 /// `--check-on`'s), up to `--check-rounds` rounds each: the loops', the handler's and the CPU
 /// stage's costs per message on the loaded 0 B echoes they were priced on
 /// (`fit::SaturationCheck`), then the 1 MiB echo at one request in flight (`fit::Check`), then
-/// the echo payload's lock on the loaded echo it was priced on (`fit::LockCheck`). Each runs only
-/// when the fit has what it checks.
+/// the echo payload's lock on the loaded echo it was priced on (`fit::LockCheck`), then the 0 B
+/// echo at one request in flight (`fit::FloorCheck`). Each runs only when the fit has what it
+/// checks.
 fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let command: Option<Vec<String>> = args
@@ -244,6 +245,22 @@ fn check(args: &CalibrateArgs, fitted: &mut fit::Fitted) -> Result<(), Error> {
             }
         }
         fitted.settle_lock_check();
+    }
+    // The latency floor and its jitter, on the 0 B echo at one request in flight
+    // (`fit::FloorCheck`), last: the loaded cells the other checks ran do not wait for it.
+    if fitted.floor_checkable() {
+        for round in 1..=args.check_rounds {
+            let server = dn_sim(fitted, CHECK_POOL)?;
+            let addr = server.addr();
+            eprintln!("loadgen calibrate: floor check round {round} on {on} with the profile");
+            let c =
+                cell(args, &addr, CHECK_POOL, Kind::Echo, 0, (1, 1), 0).map_err(Error::mid_run)?;
+            drop(server);
+            if !fitted.floor_check_round(fit::Latencies::of(&c)) {
+                break;
+            }
+        }
+        fitted.settle_floor_check();
     }
     Ok(())
 }
