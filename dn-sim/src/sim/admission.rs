@@ -294,7 +294,8 @@ impl Admission {
             // The CPU the real DataNode spends beyond dn-sim's own, spent for real
             // (`sim::cpu`): the handler's part before it is free, the background's owed.
             if let Some(cpu) = &self.stages.cpu {
-                cpu.serve(size, answer, echo_payload).await;
+                cpu.serve(size, answer, echo_payload, cmd == Type::WriteChunk)
+                    .await;
             }
         }
         held.busy_until(clock.end());

@@ -362,18 +362,24 @@ impl CpuStage {
         stage
     }
 
-    /// Burns the handler's CPU for a request of `request_bytes` answered with
-    /// `response_bytes` (of them `echo_payload_bytes` an echo's payload), after its turn of the
-    /// capacity (when there is one): the echo's payload under the stage's one lock, the rest in
-    /// slices with a yield between; then owes the background its part.
+    /// Burns the handler's CPU for a request of `request_bytes` (a WriteChunk when
+    /// `write_chunk`) answered with `response_bytes` (of them `echo_payload_bytes` an echo's
+    /// payload), after its turn of the capacity (when there is one): the echo's payload under
+    /// the stage's one lock, the rest in slices with a yield between; then owes the background
+    /// its part.
     pub async fn serve(
         &self,
         request_bytes: usize,
         response_bytes: usize,
         echo_payload_bytes: usize,
+        write_chunk: bool,
     ) {
-        let owed = self.background.nanos(request_bytes, response_bytes);
-        let mut left = self.handler.nanos(request_bytes, response_bytes);
+        let owed = self
+            .background
+            .nanos(request_bytes, response_bytes, write_chunk);
+        let mut left = self
+            .handler
+            .nanos(request_bytes, response_bytes, write_chunk);
         let payload = self
             .echo_payload
             .as_ref()
@@ -507,6 +513,7 @@ mod tests {
             per_message_us: us,
             per_request_byte_ns: 0.0,
             per_response_byte_ns: resp_ns,
+            per_write_chunk_us: 0.0,
         }
     }
 
@@ -518,6 +525,30 @@ mod tests {
     }
 
     #[test]
+    fn a_write_chunk_burns_its_own_cost_and_other_commands_do_not() {
+        let r = PrometheusBuilder::new().build_recorder();
+        let handler = CpuCost {
+            per_write_chunk_us: 2000.0,
+            ..CpuCost::default()
+        };
+        let stage = CpuStage::new(handler, CpuCost::default(), 2, None, 0.0, &r);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let before = thread_cpu_ns();
+        rt.block_on(stage.serve(1 << 20, 100, 0, false));
+        let other = thread_cpu_ns() - before;
+        let before = thread_cpu_ns();
+        rt.block_on(stage.serve(1 << 20, 100, 0, true));
+        let chunk = thread_cpu_ns() - before;
+        assert!(chunk >= 2_000_000, "a WriteChunk: {chunk} ns of CPU");
+        assert!(
+            other < chunk / 2,
+            "another command: {other} ns, a WriteChunk {chunk}"
+        );
+    }
+
+    #[test]
     fn the_handler_spends_its_cpu_before_it_answers() {
         let r = PrometheusBuilder::new().build_recorder();
         // 1 ms a message and 1 ns a response byte: 3 ms for a 2,000,000-byte answer.
@@ -526,7 +557,7 @@ mod tests {
             .build()
             .unwrap();
         let before = thread_cpu_ns();
-        rt.block_on(stage.serve(100, 2_000_000, 0));
+        rt.block_on(stage.serve(100, 2_000_000, 0, false));
         let used = thread_cpu_ns() - before;
         assert!(used >= 3_000_000, "{used} ns of CPU");
         let text = r.handle().render();
@@ -556,7 +587,7 @@ mod tests {
         // Spawned, so that it runs on a worker, where block_in_place hands the worker's other
         // tasks to another thread: one poll, no yield between slices.
         let burn = multi.spawn(async move {
-            let n = polls_here(stage.serve(0, 0, 0)).await;
+            let n = polls_here(stage.serve(0, 0, 0, false)).await;
             (n, stage)
         });
         let (n, _stage) = multi.block_on(burn).unwrap();
@@ -567,7 +598,7 @@ mod tests {
             .unwrap();
         let r = PrometheusBuilder::new().build_recorder();
         let stage = CpuStage::new(cost(5000.0, 0.0), CpuCost::default(), 1, None, 0.0, &r);
-        let n = one.block_on(polls_here(stage.serve(0, 0, 0)));
+        let n = one.block_on(polls_here(stage.serve(0, 0, 0, false)));
         assert!(
             n >= 10,
             "{n} polls of a 5 ms burn on a current-thread runtime"
@@ -602,7 +633,7 @@ mod tests {
             .unwrap();
         let start = Instant::now();
         for _ in 0..400 {
-            rt.block_on(stage.serve(0, 0, 0));
+            rt.block_on(stage.serve(0, 0, 0, false));
         }
         // 400 burns of 5 µs: at least 2 ms spun, each burn counted.
         assert!(start.elapsed() >= Duration::from_millis(2));
@@ -628,7 +659,7 @@ mod tests {
             .build()
             .unwrap();
         let start = Instant::now();
-        rt.block_on(stage.serve(0, 0, 0));
+        rt.block_on(stage.serve(0, 0, 0, false));
         let text = r.handle().render();
         // Alone: its turn begins at once.
         assert_eq!(
@@ -637,7 +668,7 @@ mod tests {
             "{text}"
         );
         for _ in 0..4 {
-            rt.block_on(stage.serve(0, 0, 0));
+            rt.block_on(stage.serve(0, 0, 0, false));
         }
         // Turns of 4 ms back to back: the fifth begins 16 ms after the first, and burns 1 ms.
         let least = Duration::from_millis(17) - CAPACITY_SLACK;
@@ -651,7 +682,7 @@ mod tests {
         // With the machine's cores (none given), no wait is recorded at all.
         let r = PrometheusBuilder::new().build_recorder();
         let free = CpuStage::new(cost(1000.0, 0.0), cost(1000.0, 0.0), 1, None, 0.0, &r);
-        rt.block_on(free.serve(0, 0, 0));
+        rt.block_on(free.serve(0, 0, 0, false));
         assert!(!r.handle().render().contains("capacity_wait"));
     }
 
@@ -672,7 +703,7 @@ mod tests {
             .build()
             .unwrap();
         for _ in 0..5 {
-            rt.block_on(stage.serve(0, 200_000, 200_000));
+            rt.block_on(stage.serve(0, 200_000, 200_000, false));
         }
         let text = r.handle().render();
         // Five turns back to back, none waited: the payloads' 10 ms were not reserved.
@@ -710,7 +741,7 @@ mod tests {
         let serves: Vec<_> = (0..2)
             .map(|_| {
                 let s = Arc::clone(&stage);
-                rt.spawn(async move { s.serve(100, 5_000_100, 5_000_000).await })
+                rt.spawn(async move { s.serve(100, 5_000_100, 5_000_000, false).await })
             })
             .collect();
         for s in serves {
@@ -732,7 +763,7 @@ mod tests {
             "{text}"
         );
         // A request that is not an echo's payload takes no lock.
-        rt.block_on(stage.serve(100, 5_000_100, 0));
+        rt.block_on(stage.serve(100, 5_000_100, 0, false));
         assert_eq!(
             value(
                 &r.handle().render(),
@@ -751,7 +782,7 @@ mod tests {
             .unwrap();
         let before = thread_cpu_ns();
         for _ in 0..5 {
-            rt.block_on(stage.serve(0, 0, 0)); // 10 ms owed in all, none spent here
+            rt.block_on(stage.serve(0, 0, 0, false)); // 10 ms owed in all, none spent here
         }
         assert!(thread_cpu_ns() - before < 5_000_000);
         let deadline = Instant::now() + Duration::from_secs(30);
