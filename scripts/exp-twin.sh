@@ -7,12 +7,14 @@
 #    (a real DataNode's JVM starts differ from each other by more than the goals:
 #    scripts/exp-real-starts.sh); on each start `loadgen calibrate --pool P` measures echoes
 #    (0 B, 1 MiB responses) and WriteChunks (64 KB, 1 MB, 4 MB) at one request in flight and
-#    0 B echoes at 4, 8 and 32 in flight (32 connections at most), 1 MiB echoes with 8, and 0 B echoes that sleep 1 and 5 ms at 32 in flight, each cell
+#    0 B echoes at 4, 8 and 32 in flight (32 connections at most), 1 MiB echoes and 1 MB and
+#    64 KB WriteChunks with 8, and 0 B echoes that sleep 1 and 5 ms at 32 in flight, each cell
 #    3 runs of 3 s after 1 s (the median kept); a dn-sim without a profile (pool 10) is the
 #    per-byte baseline. The cells of both pools are fitted
 #    into the profile (kind "measured"), a cell of several starts as their geometric mean; the
 #    baseline runs the loaded cells too at each pool:
-#    the machine's CPU per call on both gives the CPU stage, the sleeping echoes how late the
+#    the machine's CPU per call on both gives the CPU stage (a WriteChunk's own cost beyond
+#    its bytes from the two sizes of loaded writes), the sleeping echoes how late the
 #    real DataNode's handler wakes from a sleep (their calls/s) and how few wake much later
 #    still (their p99, the sleep's tail). The fit is then checked on the dn-sim the
 #    validation runs (this dn-sim binary and its flags, a process of its own: --check-on; no
@@ -20,7 +22,8 @@
 #    the real DataNode kept): the loaded 0 B echoes at each pool (the loop's and the handler's costs
 #    scaled by dn-sim's calls/s over the real DataNode's where each limits the model), the 1 MiB
 #    echo at one request in flight (what dn-sim's handler spends beyond the real DataNode's
-#    latency moves to the background), the loaded echo the payload lock was priced on.
+#    latency moves to the background), the loaded echo the payload lock was priced on, the 0 B
+#    echo at one request in flight (the latency floor and its jitter).
 # 2. Validation, cells the fit did not see, on the real DataNode and on dn-sim --profile (the
 #    same pool key given to dn-sim, which derives the same event loops):
 #    - the handler experiment: pools 1, 4, 16, `loadgen echo` 32 connections x 32 workers,
@@ -152,11 +155,11 @@ echo "group,cell,pool,sleep_ms,kind,bytes,clients,threads,target,value,unit,p50_
 round=1 start=1
 per_volume=hdds.datanode.read.chunk.threads.per.volume
 # Echoes address container 1. Each write run gets a container of its own, in the fit (calibrate
-# --write-containers: 8 write runs a round, the target's and the baseline's) and in each validation
+# --write-containers: 10 write runs a round, the target's and the baseline's) and in each validation
 # write cell: the real DataNode asks SCM to close a container once it holds its size (64 MB in the
 # harness), and writes to it then fail (a calibration writing all its runs to one container met
 # CLOSED_CONTAINER_IO two minutes in).
-containers=$((2 + 3 * repeats > 1 + 8 * cal_rounds ? 2 + 3 * repeats : 1 + 8 * cal_rounds)) container=1 next_container=2
+containers=$((2 + 3 * repeats > 1 + 10 * cal_rounds ? 2 + 3 * repeats : 1 + 10 * cal_rounds)) container=1 next_container=2
 jit_warmups=""  # per DataNode start: the warm-up runs' calls/s, for the table's header
 # The real DataNode's HTTP/2 receive settings (grpc-java on Netty: 1 MiB windows, 16 KiB frames),
 # on every dn-sim here: a client sends a chunk to the twin as it does to the DataNode.

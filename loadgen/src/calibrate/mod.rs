@@ -598,6 +598,8 @@ fn measure(args: &CalibrateArgs, target: &str) -> Result<Vec<Cell>, Error> {
         (Kind::Echo, 0, full, true),
         (Kind::Echo, MIB, mid, true),
         (Kind::Write, MIB, mid, true),
+        // A second size of loaded writes: what a WriteChunk costs beyond its bytes.
+        (Kind::Write, 64 << 10, mid, true),
     ] {
         cells.push(cell(args, target, pool, kind, bytes, shape, 0).map_err(Error::mid_run)?);
         if let (true, Some(base)) = (paired, &args.baseline) {

@@ -119,8 +119,8 @@ pub struct CalibrateArgs {
     /// Containers for the writes, FIRST-LAST: each write run (a round of a write cell, on the
     /// target or the baseline) goes to the next, from FIRST again after LAST. A real DataNode
     /// asks SCM to close a container once it holds its size, and writes to it then fail with
-    /// CLOSED_CONTAINER_IO: give at least as many as the write runs (8 × --rounds a pool with
-    /// --baseline, 4 × --rounds without), all existing on the target and the baseline.
+    /// CLOSED_CONTAINER_IO: give at least as many as the write runs (10 × --rounds a pool with
+    /// --baseline, 5 × --rounds without), all existing on the target and the baseline.
     #[arg(long, value_name = "FIRST-LAST", value_parser = parse_container_range)]
     pub write_containers: Option<ContainerRange>,
 
