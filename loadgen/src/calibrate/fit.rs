@@ -780,9 +780,16 @@ fn cpu_stage(target: &[&Cell], base: &[&Cell], cores: u32) -> Option<Cpu> {
         .filter(|(c, _)| c.kind == Kind::Write && c.req_bytes > 0)
         .map(|(c, us)| (c.req_bytes as f64, us - messages(c) * msg))
         .collect();
+    // Without an intercept above none, the line through the origin (least squares: the larger
+    // chunks weigh the more, as their bytes are the more of the cost).
+    let through_origin = || {
+        let sxx: f64 = writes.iter().map(|p| p.0 * p.0).sum();
+        let sxy: f64 = writes.iter().map(|p| p.0 * p.1).sum();
+        (sxx > 0.0).then(|| (sxy / sxx * 1e3).max(0.0))
+    };
     let (write_chunk_us, req_ns) = match line(&writes) {
         Some((intercept, slope)) if intercept > 0.0 && slope > 0.0 => (intercept, slope * 1e3),
-        _ => (0.0, per_byte(Kind::Write, |c| c.req_bytes)),
+        _ => (0.0, through_origin().unwrap_or(0.0)),
     };
     cpu.write_chunk_us = write_chunk_us;
     cpu.total = [msg, req_ns, per_byte(Kind::Echo, |c| c.resp_bytes)];
@@ -2112,6 +2119,25 @@ mod tests {
         assert!(
             background.contains("per_write_chunk_us = 150.000"),
             "{toml}"
+        );
+        // A small chunk cheaper than the line through none would say: no WriteChunk cost, and
+        // the bytes priced by the line through the origin.
+        let mut cheap = cells.clone();
+        cheap[6] = write(10, 64 << 10, 1.0 / 1.2e-4, 2.0 * 1.2e-1, false);
+        let g = fit(&cheap, 2).unwrap();
+        assert_eq!(g.cpu_write_chunk_us, 0.0, "{g:?}");
+        let points = [
+            (1048576.0, 3000.0 - 50.0 * (1.0 + 1.0 / 16.0)),
+            (
+                65536.0,
+                2.0 * (1.2e-4 - 1e-4) * 1e6 - 50.0 * (1.0 + 1.0 / 256.0),
+            ),
+        ];
+        let slope = points.iter().map(|p| p.0 * p.1).sum::<f64>()
+            / points.iter().map(|p| p.0 * p.0).sum::<f64>();
+        assert!(
+            (g.cpu_handler[1] + g.cpu_background[1] - slope * 1e3).abs() < 1e-6,
+            "{g:?}"
         );
         // Both loaded writes are predicted by the CPU bound with it.
         for label in [
