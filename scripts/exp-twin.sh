@@ -55,7 +55,7 @@
 # p99 25 %; a missed cell says by how much, whether the real DataNode itself varied more than
 # the goal, and its GC share from 2 %),
 # OUT/exp-twin.svg (dn-sim's prediction against the real measurement, one point per cell,
-# the +/-10 % band), and the profile to PROFILE. Takes about 60 minutes.
+# the +/-10 % band), and the profile to PROFILE. Takes about 70 minutes.
 #
 # Usage: scripts/exp-twin.sh [--quick] [--duration 4s] [--warmup 1s] [--repeats 6] [--starts 2]
 #                            [--out DIR] [--profile FILE] [--heap SIZE]
