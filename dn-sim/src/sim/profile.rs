@@ -211,9 +211,9 @@ pub struct CpuCost {
     pub per_request_byte_ns: f64,
     #[serde(default)]
     pub per_response_byte_ns: f64,
-    /// A WriteChunk's CPU beyond a message's and its bytes' (the chunk file's write on the
-    /// real DataNode: measured on Ozone 2.2.0 as what 64 KB and 1 MB chunks cost the machine
-    /// beyond their bytes).
+    /// A WriteChunk's CPU beyond a message's and its bytes': `loadgen calibrate` fits it from
+    /// loaded writes of two chunk sizes (on the 2-core machine with Ozone 2.2.0 it found none:
+    /// 64 KB and 1 MB chunks cost the machine their bytes and no more).
     #[serde(default)]
     pub per_write_chunk_us: f64,
 }

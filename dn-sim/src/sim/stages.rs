@@ -608,6 +608,15 @@ mod tests {
         PrometheusBuilder::new().build_recorder()
     }
 
+    /// An example profile of a machine of `cores` with the stage `tables` (TOML) after its header.
+    fn example(cores: u32, tables: &str) -> Profile {
+        Profile::parse(&format!(
+            "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
+             [machine]\ncores = {cores}\nozone_release = \"2.2.0\"\n{tables}"
+        ))
+        .unwrap()
+    }
+
     fn cost(us: f64) -> MessageCost {
         MessageCost {
             per_message_us: us,
@@ -768,12 +777,7 @@ mod tests {
     #[test]
     fn a_profile_enables_only_the_stages_that_cost() {
         let r = recorder();
-        let mut p = Profile::parse(
-            "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
-             [machine]\ncores = 3\nozone_release = \"2.2.0\"\n\
-             [handler.response]\nper_byte_ns = 1.0\n",
-        )
-        .unwrap();
+        let mut p = example(3, "[handler.response]\nper_byte_ns = 1.0\n");
         let s = Stages::from_profile(Some(&p), 4, &r);
         assert!(s.event_loops.is_none());
         let handler = s.handler.expect("a handler stage");
@@ -826,12 +830,10 @@ mod tests {
     fn the_sleep_tail_holds_its_share_of_sleeps_for_its_mean_and_none_other() {
         use rand::SeedableRng;
         let r = recorder();
-        let mut p = Profile::parse(
-            "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
-             [machine]\ncores = 2\nozone_release = \"2.2.0\"\n\
-             [handler.sleep]\ntail_share = 0.05\ntail_mean_per_ms_us = 2000.0\n",
-        )
-        .unwrap();
+        let mut p = example(
+            2,
+            "[handler.sleep]\ntail_share = 0.05\ntail_mean_per_ms_us = 2000.0\n",
+        );
         let handler = Stages::from_profile(Some(&p), 4, &r)
             .handler
             .expect("a tail alone makes a handler stage");
@@ -877,12 +879,7 @@ mod tests {
     fn the_floors_jitter_is_exponential_of_its_mean_and_drawn_only_when_set() {
         use rand::SeedableRng;
         let r = recorder();
-        let mut p = Profile::parse(
-            "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
-             [machine]\ncores = 2\nozone_release = \"2.2.0\"\n\
-             [latency]\njitter_mean_us = 30.0\n",
-        )
-        .unwrap();
+        let mut p = example(2, "[latency]\njitter_mean_us = 30.0\n");
         let floor = Stages::from_profile(Some(&p), 4, &r)
             .latency_floor
             .expect("a jitter alone makes a floor stage");

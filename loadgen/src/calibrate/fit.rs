@@ -249,12 +249,12 @@ pub struct Fitted {
     /// `[latency] jitter_mean_us`: the mean of the exponential time beyond the floor (0
     /// without a baseline).
     pub latency_jitter_us: f64,
-    /// The target's 0 B echo at one request in flight (what the floor's check compares).
+    /// The target's 0 B echo at one request in flight (what the floor's check compares; its
+    /// mean is the echo's base latency).
     pub echo_base: Latencies,
     /// The check of the floor and its jitter on a dn-sim that runs the profile.
     pub floor_check: Option<FloorCheck>,
-    /// Latency (ms) at one request in flight of a 0 B echo; WriteChunk's at 0 bytes.
-    pub echo_base_ms: f64,
+    /// WriteChunk's latency (ms) at one request in flight at 0 bytes.
     pub write_base_ms: f64,
     /// Latency (ms) at one request in flight of a 1 MiB echo on the target, the mean of its
     /// cells (what the check on dn-sim compares).
@@ -614,6 +614,11 @@ impl SaturationCheck {
     }
 }
 
+/// The round of `rounds` whose `error` is least (the first of equals).
+fn least_error(rounds: usize, error: impl Fn(usize) -> f64) -> Option<usize> {
+    (0..rounds).min_by(|&a, &b| error(a).total_cmp(&error(b)))
+}
+
 /// The index of the value in `rounds` nearest `target` (the first of equals).
 fn nearest(rounds: &[f64], target: f64) -> Option<usize> {
     (0..rounds.len()).min_by(|&a, &b| {
@@ -782,14 +787,12 @@ fn cpu_stage(target: &[&Cell], base: &[&Cell], cores: u32) -> Option<Cpu> {
         .collect();
     // Without an intercept above none, the line through the origin (least squares: the larger
     // chunks weigh the more, as their bytes are the more of the cost).
-    let through_origin = || {
-        let sxx: f64 = writes.iter().map(|p| p.0 * p.0).sum();
-        let sxy: f64 = writes.iter().map(|p| p.0 * p.1).sum();
-        (sxx > 0.0).then(|| (sxy / sxx * 1e3).max(0.0))
-    };
     let (write_chunk_us, req_ns) = match line(&writes) {
         Some((intercept, slope)) if intercept > 0.0 && slope > 0.0 => (intercept, slope * 1e3),
-        _ => (0.0, through_origin().unwrap_or(0.0)),
+        _ => (
+            0.0,
+            origin_slope(&writes).map_or(0.0, |s| (s * 1e3).max(0.0)),
+        ),
     };
     cpu.write_chunk_us = write_chunk_us;
     cpu.total = [msg, req_ns, per_byte(Kind::Echo, |c| c.resp_bytes)];
@@ -804,6 +807,14 @@ fn grid() -> impl Iterator<Item = f64> + Clone {
 fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
     let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
     (n > 0).then(|| s / n as f64)
+}
+
+/// The least-squares slope of a line through the origin and `(x, y)` points (none without an
+/// `x` other than 0).
+fn origin_slope(points: &[(f64, f64)]) -> Option<f64> {
+    let sxx: f64 = points.iter().map(|p| p.0 * p.0).sum();
+    let sxy: f64 = points.iter().map(|p| p.0 * p.1).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
 }
 
 /// Least-squares line through `(x, y)` points: (intercept, slope).
@@ -824,13 +835,7 @@ fn line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 
 /// Mean latency (ms) of echoes of `resp` bytes at one request in flight.
 fn single(cells: &[&Cell], resp: u64) -> Option<f64> {
-    mean(
-        cells
-            .iter()
-            .filter(|c| c.kind == Kind::Echo && c.in_flight() == 1)
-            .filter(|c| c.resp_bytes == resp && c.req_bytes == 0)
-            .map(|c| c.mean_ms),
-    )
+    single_latencies(cells, resp).map(|l| l.mean_ms)
 }
 
 /// The latencies of echoes of `resp` bytes at one request in flight, the mean of their cells.
@@ -895,8 +900,9 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
     // never see them.
     let (slept, cells): (Vec<&Cell>, Vec<&Cell>) = cells.iter().partition(|c| c.sleep_ms > 0);
     let (target, base): (Vec<&Cell>, Vec<&Cell>) = cells.into_iter().partition(|c| !c.baseline);
-    let echo_base_ms = single(&target, 0)
+    let echo_base = single_latencies(&target, 0)
         .ok_or("no echo cell of 0 B at one request in flight (1 connection x 1 worker)")?;
+    let echo_base_ms = echo_base.mean_ms;
     let mib = 1u64 << 20;
     // Step 1: per byte, less the baseline's (the client's and the transport's share).
     let (t_resp, t_write_ms, t_req) = slopes(&target, echo_base_ms);
@@ -1152,19 +1158,15 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         .map(|c| c.capacity.clamp(0.01, f64::from(cores.max(1))));
     // The floor and its jitter: the target's mean and spread at one request in flight beyond
     // the baseline's.
-    let (latency_floor_us, latency_jitter_us) = match (
-        base_single,
-        single_latencies(&target, 0),
-        single_latencies(&base, 0),
-    ) {
-        (Some(b0), Some(t), Some(b)) => {
+    let (latency_floor_us, latency_jitter_us) = match single_latencies(&base, 0) {
+        Some(b) => {
             // No more jitter than the mean leaves room for: calls/s are the tighter goal.
-            let beyond = ((echo_base_ms - b0) * 1e3).max(0.0);
-            let jitter =
-                ((t.spread_ms() - b.spread_ms()) * 1e3 / EXP_P99_LESS_P50).clamp(0.0, beyond);
+            let beyond = ((echo_base_ms - b.mean_ms) * 1e3).max(0.0);
+            let jitter = ((echo_base.spread_ms() - b.spread_ms()) * 1e3 / EXP_P99_LESS_P50)
+                .clamp(0.0, beyond);
             (beyond - jitter, jitter)
         }
-        _ => (0.0, 0.0),
+        None => (0.0, 0.0),
     };
     Ok(Fitted {
         cores,
@@ -1185,9 +1187,8 @@ pub fn fit(cells: &[Cell], cores: u32) -> Result<Fitted, String> {
         sleep_tail,
         latency_floor_us,
         latency_jitter_us,
-        echo_base: single_latencies(&target, 0).unwrap_or_default(),
+        echo_base,
         floor_check: None,
-        echo_base_ms,
         write_base_ms,
         echo_mib_ms: single(cells, mib),
         residuals,
@@ -1212,12 +1213,7 @@ fn late_line(points: &[(f64, f64)]) -> (f64, f64) {
     };
     match line(points) {
         Some((intercept, slope)) if slope > 0.0 && intercept >= 0.0 => (intercept, slope),
-        Some((_, slope)) if slope > 0.0 => {
-            // Through the origin.
-            let sxx: f64 = points.iter().map(|p| p.0 * p.0).sum();
-            let sxy: f64 = points.iter().map(|p| p.0 * p.1).sum();
-            (0.0, (sxy / sxx).max(0.0))
-        }
+        Some((_, slope)) if slope > 0.0 => (0.0, origin_slope(points).unwrap_or(0.0).max(0.0)),
         _ => (mean_late.max(0.0), 0.0),
     }
 }
@@ -1355,9 +1351,7 @@ impl Fitted {
         let Some(check) = self.saturation_check.as_mut() else {
             return;
         };
-        let Some(best) =
-            (0..check.rounds.len()).min_by(|&a, &b| check.error(a).total_cmp(&check.error(b)))
-        else {
+        let Some(best) = least_error(check.rounds.len(), |r| check.error(r)) else {
             return;
         };
         check.kept = Some(best);
@@ -1469,9 +1463,7 @@ impl Fitted {
         let Some(check) = self.floor_check.as_mut() else {
             return;
         };
-        let Some(best) =
-            (0..check.rounds.len()).min_by(|&a, &b| check.error(a).total_cmp(&check.error(b)))
-        else {
+        let Some(best) = least_error(check.rounds.len(), |r| check.error(r)) else {
             return;
         };
         check.kept = Some(best);
@@ -1507,7 +1499,7 @@ impl Fitted {
              # in flight; the handler pays {:.0} % of the per-byte costs.\n{checked}\n\
              format = \"dn-sim-profile/1\"\nkind = \"measured\"\n\n\
              [machine]\ncores = {}\nozone_release = \"{release}\"\n\n",
-            self.echo_base_ms,
+            self.echo_base.mean_ms,
             self.write_base_ms,
             f * 100.0,
             self.cores
