@@ -637,6 +637,44 @@ async fn a_write_is_answered_once_logged_and_a_read_does_not_wait_for_the_log() 
 }
 
 #[tokio::test]
+async fn with_a_modelled_log_worker_writes_in_flight_together_share_its_flushes() {
+    // Flushes of 40 ms, entries free: one write waits for a flush of its own; sixteen sent at
+    // once share a few (Ratis's group commit), where one flush each would take 16 x as long.
+    let profile = dn_sim::sim::profile::Profile::parse(
+        "format = \"dn-sim-profile/1\"\nkind = \"example\"\n\
+         [machine]\ncores = 2\nozone_release = \"2.2.0\"\n\
+         [ratis.log]\nper_flush_us = 40000.0\n",
+    )
+    .unwrap();
+    let (server, mut client) = server_with(|config| {
+        config.containers = "1-16".parse().unwrap();
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+        config.profile = Some(profile);
+    })
+    .await;
+    let mut stream = Ordered::open(&mut client).await;
+    let one_took = all_at_once(&mut stream, &[sleeping_echo(1, 0)], 1).await;
+    assert!(
+        one_took >= std::time::Duration::from_millis(40),
+        "{one_took:?}"
+    );
+    let sixteen: Vec<Req> = (1..=16).map(|c| sleeping_echo(c, 0)).collect();
+    let sixteen_took = all_at_once(&mut stream, &sixteen, 10).await;
+    let ratio = sixteen_took.as_secs_f64() / one_took.as_secs_f64();
+    assert!(
+        ratio < 6.0,
+        "one write {one_took:?}, sixteen at once {sixteen_took:?}"
+    );
+    // Each flush is counted, and far fewer than the entries (17 writes and their metadata).
+    let flushes = prom_sample(&server, "ratis_log_worker_flushCount").await;
+    let entries = prom_sample(&server, "ratis_log_worker_appendEntryCount").await;
+    assert!(
+        (2.0..entries / 2.0).contains(&flushes),
+        "{flushes} flushes of {entries} entries"
+    );
+}
+
+#[tokio::test]
 async fn the_admin_port_lists_the_hosted_groups_and_refuses_ids_that_do_not_parse() {
     use common::ratis::proto::common::{GroupInfoRequestProto, GroupListRequestProto};
     use common::ratis::proto::grpc::admin_protocol_service_client::AdminProtocolServiceClient;

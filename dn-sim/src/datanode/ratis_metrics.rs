@@ -26,8 +26,11 @@
 //! `…clientWatch_ALL_COMMITTEDRequest` (and `…clientWatch_UNRECOGNIZEDRequest`, Java's enum's
 //! extra value, always empty).
 //!
-//! Not kept: the log worker's timers, flushes and batches (dn-sim's log device has no batch
-//! model), the retry cache's entry count (Ratis's entries leave as clients report replies
+//! And, when a profile models the group's log worker (`[ratis.log]`, `sim::raft::LogWorker`),
+//! `ratis_log_worker_flushCount`: the flushes it made (without that model dn-sim has no flushes
+//! to count, and leaves the series out).
+//!
+//! Not kept: the log worker's timers and batch sizes, the retry cache's entry count (Ratis's entries leave as clients report replies
 //! received; dn-sim's cache is bounded by count), leader election and follower series.
 
 use crate::datanode::dropwizard::Timer;
@@ -101,6 +104,9 @@ pub struct RatisMetrics {
     retry_misses: AtomicU64,
     /// The group's log closed after a failure: its registry (`ratis_log_worker_*`) is gone.
     log_closed: std::sync::atomic::AtomicBool,
+    /// A log worker is modelled: `flushes` is served.
+    log_worker: std::sync::atomic::AtomicBool,
+    flushes: AtomicU64,
     timers: [Timer; 8],
 }
 
@@ -126,6 +132,8 @@ impl RatisMetrics {
             retry_hits: AtomicU64::new(0),
             retry_misses: AtomicU64::new(0),
             log_closed: Default::default(),
+            log_worker: Default::default(),
+            flushes: AtomicU64::new(0),
             timers: Default::default(),
         }
     }
@@ -154,6 +162,16 @@ impl RatisMetrics {
             Entry::Metadata => &self.metadata_entries,
         }
         .fetch_add(1, Relaxed);
+    }
+
+    /// The group's log has a modelled worker, whose flushes are counted from now.
+    pub fn log_worker_modelled(&self) {
+        self.log_worker.store(true, Relaxed);
+    }
+
+    /// The log worker made a flush.
+    pub fn flushed(&self) {
+        self.flushes.fetch_add(1, Relaxed);
     }
 
     /// The group's log closed: Ratis unregisters its log worker's metrics.
@@ -227,6 +245,15 @@ impl RatisMetrics {
                 "gauge",
                 self.labels.clone(),
                 java_double(value),
+            );
+        }
+        // A Dropwizard counter of the log worker's registry, as appendEntryCount is.
+        if self.log_worker.load(Relaxed) && !log_closed {
+            put(
+                "ratis_log_worker_flushCount".into(),
+                "gauge",
+                self.labels.clone(),
+                java_double(self.flushes.load(Relaxed) as f64),
             );
         }
         put(

@@ -261,10 +261,10 @@ impl ContainerStateMachine {
     /// index that rises appends a metadata entry recording it (Ratis's
     /// `RaftLogBase.appendMetadata`, on the leader), committed at once here: a lone write at
     /// index N is answered with commit index N + 1, and the next write gets N + 2, as a real
-    /// DataNode's replies show (Ratis 3.2.1 in Ozone 2.2.0).
-    pub fn committed(&self, index: u64) {
+    /// DataNode's replies show (Ratis 3.2.1 in Ozone 2.2.0). True when it appended that entry.
+    pub fn committed(&self, index: u64) -> bool {
         if index <= self.commit_index() {
-            return;
+            return false;
         }
         let metadata = self.next_index();
         self.ratis_metrics
@@ -275,6 +275,7 @@ impl ContainerStateMachine {
             raised
         });
         self.ratis_metrics.applied(metadata);
+        true
     }
 
     /// `applyTransaction`'s verdict on a response: results other than SUCCESS,

@@ -210,8 +210,8 @@ impl RaftGroups {
             .datanode
             .register_group(Arc::clone(&sm.metrics), Arc::clone(&sm.ratis_metrics));
         let group = Group {
+            executors: self.raft.group_executors(&sm.ratis_metrics),
             sm,
-            executors: self.raft.group_executors(),
             from_scm,
             added: *added,
         };

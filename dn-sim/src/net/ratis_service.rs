@@ -444,6 +444,22 @@ async fn write(
         return Err(exception_status(e.class, e.message));
     }
     let index = sm.append();
+    // With a modelled log worker the entry is durable once a flush covers it.
+    let mut flushed = match &group.executors.log {
+        Some(log) => Some(log.append().await),
+        None => None,
+    };
+    let committed = |flushed: Option<tokio::sync::oneshot::Receiver<()>>| async move {
+        if let Some(flushed) = flushed {
+            // An error is a worker that is gone: nothing left to wait for.
+            let _ = flushed.await;
+        }
+        if sm.committed(index)
+            && let Some(log) = &group.executors.log
+        {
+            log.append_unwaited();
+        }
+    };
     let container_id = command.container_id;
     let cmd = Type::try_from(command.cmd_type).ok();
     let chunk_len = command
@@ -486,7 +502,7 @@ async fn write(
     } else {
         // Applied once the entry is in the log (and so, in a one-node group, committed).
         crate::datanode::timer::sleep_until(logged).await;
-        sm.committed(index);
+        committed(flushed.take()).await;
     }
     let apply_started = Instant::now();
     metrics.phase(
@@ -514,7 +530,7 @@ async fn write(
                 .await;
             // The entry commits once both the log and the chunk file have it.
             crate::datanode::timer::sleep_until(logged).await;
-            sm.committed(index);
+            committed(flushed.take()).await;
             outcome
         }
         None => match sm.check_container_healthy(container_id, false) {

@@ -416,8 +416,11 @@ async fn start_ratis(
         .with_context(|| format!("cannot listen on {addr} (--ratis-listen)"))?
         .with_nodelay(Some(true));
     let bound = incoming.local_addr()?;
-    let raft =
-        Arc::new(crate::sim::raft::RaftModel::new(&config.raft).context("--raft-log-bandwidth")?);
+    let log_worker = config.profile.as_ref().and_then(|p| p.ratis_log);
+    let raft = Arc::new(
+        crate::sim::raft::RaftModel::new(&config.raft, log_worker)
+            .context("--raft-log-bandwidth")?,
+    );
     let groups = Arc::new(crate::net::raft_groups::RaftGroups::new(
         &config.pipelines,
         &config.datanode_uuid,

@@ -130,7 +130,7 @@ fn on_multi_thread_runtime() -> bool {
 
 /// Spins until this thread has used `ns` more CPU time; returns the CPU time used (for a burn
 /// up to [`WALL_TIMED_BURN`], the wall time spun).
-fn spin(ns: u64) -> u64 {
+pub(crate) fn spin(ns: u64) -> u64 {
     if ns <= WALL_TIMED_BURN.as_nanos() as u64 {
         return spin_wall(ns);
     }

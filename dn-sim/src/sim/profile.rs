@@ -50,6 +50,11 @@
 //! floor_us = 40.0             # when it found the DataNode idle, and an exponential time of
 //! jitter_mean_us = 20.0       # this mean beyond it
 //!
+//! [ratis.log]                 # the Ratis port's log worker, one thread a Raft group: CPU
+//! per_entry_us = 3.0          # it spends writing each entry, and on each flush, then the
+//! per_flush_us = 100.0        # device's sync it waits out; entries that come meanwhile
+//! sync_us = 110.0             # share the next flush
+//!
 //! [fit]
 //! source = "hand-written example"
 //! [[fit.residuals]]
@@ -124,7 +129,29 @@ pub struct Profile {
     /// echoes, one in flight: p50 0.21 ms, p99 0.43), where a floor of one length gave dn-sim
     /// p50 0.19, p99 0.29, and answered 11 % more calls a second.
     pub latency_jitter: Duration,
+    /// `[ratis.log]`: the Ratis port's log worker (`sim::raft::LogWorker`); `None`: not
+    /// modelled (a write's entry is logged at once, or after `--raft-log-*`'s device).
+    pub ratis_log: Option<LogWorkerCost>,
     pub fit: Fit,
+}
+
+/// `[ratis.log]`: what a Raft group's log worker spends (`sim::raft::LogWorker`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogWorkerCost {
+    /// CPU to write one entry to the open segment (its proto, its checksum, the buffer).
+    pub per_entry: Duration,
+    /// CPU of one flush, whatever the entries it makes durable (the buffer to the file, the
+    /// system call).
+    pub per_flush: Duration,
+    /// The device's time to make a flush durable (`force`), which the worker waits out without
+    /// CPU.
+    pub sync: Duration,
+}
+
+impl LogWorkerCost {
+    pub fn is_zero(&self) -> bool {
+        self.per_entry.is_zero() && self.per_flush.is_zero() && self.sync.is_zero()
+    }
 }
 
 /// A share of sleeps that wake late by an exponentially distributed extra time.
@@ -302,7 +329,27 @@ struct File {
     #[serde(default)]
     latency: Latency,
     #[serde(default)]
+    ratis: RatisTables,
+    #[serde(default)]
     fit: Fit,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RatisTables {
+    #[serde(default)]
+    log: Option<RatisLog>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RatisLog {
+    #[serde(default)]
+    per_entry_us: f64,
+    #[serde(default)]
+    per_flush_us: f64,
+    #[serde(default)]
+    sync_us: f64,
 }
 
 #[derive(Default, Deserialize)]
@@ -455,6 +502,17 @@ impl Profile {
             file.handler.sleep.tail_mean_per_ms_us,
             "handler.sleep.tail_mean_per_ms_us",
         )?;
+        let ratis_log = match &file.ratis.log {
+            Some(log) => {
+                let cost = LogWorkerCost {
+                    per_entry: micros(log.per_entry_us, "ratis.log.per_entry_us")?,
+                    per_flush: micros(log.per_flush_us, "ratis.log.per_flush_us")?,
+                    sync: micros(log.sync_us, "ratis.log.sync_us")?,
+                };
+                (!cost.is_zero()).then_some(cost)
+            }
+            None => None,
+        };
         let handler_sleep_tail =
             (tail_share > 0.0 && !tail_mean_per_ms.is_zero()).then_some(SleepTail {
                 share: tail_share,
@@ -486,6 +544,7 @@ impl Profile {
             cpu_echo_payload_ns_per_byte: file.cpu.echo_payload.per_byte_ns,
             latency_floor,
             latency_jitter,
+            ratis_log,
             fit: file.fit,
         })
     }
@@ -510,6 +569,7 @@ impl Profile {
             && self.cpu_echo_payload_ns_per_byte == 0.0
             && self.latency_floor.is_zero()
             && self.latency_jitter.is_zero()
+            && self.ratis_log.is_none()
     }
 }
 
@@ -545,6 +605,14 @@ mod tests {
         assert_eq!(p.cpu_echo_payload_ns_per_byte, 6.0);
         assert_eq!(p.latency_floor, Duration::from_micros(40));
         assert_eq!(p.latency_jitter, Duration::from_micros(20));
+        assert_eq!(
+            p.ratis_log,
+            Some(LogWorkerCost {
+                per_entry: Duration::from_micros(3),
+                per_flush: Duration::from_micros(100),
+                sync: Duration::from_micros(110),
+            })
+        );
         assert_eq!(p.handler_sleep_late, Duration::from_micros(100));
         assert_eq!(p.handler_sleep_late_per_ms, Duration::from_micros(20));
         assert_eq!(
@@ -584,6 +652,25 @@ mod tests {
         assert_eq!(p.cpu_echo_payload_ns_per_byte, 0.0);
         assert_eq!(p.event_loop_request.nanos(1 << 20), 0);
         assert_eq!(p.release_text, "2.2.0");
+        assert_eq!(p.ratis_log, None);
+        // A log worker that costs nothing is no log worker.
+        let free_log = format!("{MINIMAL}[ratis.log]\nper_entry_us = 0.0\n");
+        assert!(Profile::parse(&free_log).unwrap().is_free());
+        let flush_only = format!("{MINIMAL}[ratis.log]\nper_flush_us = 80.0\n");
+        let p = Profile::parse(&flush_only).unwrap();
+        assert_eq!(
+            p.ratis_log.map(|c| (c.per_entry, c.per_flush)),
+            Some((Duration::ZERO, Duration::from_micros(80)))
+        );
+        let sync_only = format!("{MINIMAL}[ratis.log]\nsync_us = 200.0\n");
+        assert_eq!(
+            Profile::parse(&sync_only)
+                .unwrap()
+                .ratis_log
+                .map(|c| c.sync),
+            Some(Duration::from_micros(200))
+        );
+        assert!(!p.is_free());
     }
 
     #[test]
@@ -652,6 +739,26 @@ mod tests {
             (
                 &format!("{MINIMAL}[latency]\njitter_mean_us = -5.0\n"),
                 "latency.jitter_mean_us must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[ratis.log]\nper_flush_us = -1.0\n"),
+                "ratis.log.per_flush_us must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[ratis.log]\nper_entry_us = nan\n"),
+                "ratis.log.per_entry_us must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[ratis.log]\nsync_us = -0.5\n"),
+                "ratis.log.sync_us must be from 0",
+            ),
+            (
+                &format!("{MINIMAL}[ratis.log]\nper_sync_us = 1.0\n"),
+                "unknown field `per_sync_us`",
+            ),
+            (
+                &format!("{MINIMAL}[ratis.apply]\nper_entry_us = 1.0\n"),
+                "unknown field `apply`",
             ),
             (
                 &format!("{MINIMAL}[handler.sleep]\nlate_us = -1.0\n"),
