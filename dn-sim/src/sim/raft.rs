@@ -392,6 +392,23 @@ mod tests {
         }
     }
 
+    /// Appends one entry, waits until its flush has begun, then appends `more` during that
+    /// flush: the receivers, the first one's first.
+    async fn one_then_more_during_its_flush(
+        worker: &LogWorker,
+        more: usize,
+    ) -> Vec<oneshot::Receiver<()>> {
+        let mut flushed = vec![worker.append().await];
+        let counts = worker.counts();
+        wait_for("the first flush", || {
+            counts.flushes_started.load(Relaxed) == 1
+        });
+        for _ in 0..more {
+            flushed.push(worker.append().await);
+        }
+        flushed
+    }
+
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -411,20 +428,11 @@ mod tests {
         );
         let rt = runtime();
         rt.block_on(async {
-            let first = worker.append().await;
-            // The first entry's flush has begun: what comes now waits for the next one.
-            let counts = worker.counts();
-            wait_for("the first flush", || {
-                counts.flushes_started.load(Relaxed) == 1
-            });
-            let mut later = Vec::new();
-            for _ in 0..10 {
-                later.push(worker.append().await);
-            }
-            first.await.unwrap();
-            for flushed in later {
+            // The ten that come during the first entry's flush wait for the next one.
+            for flushed in one_then_more_during_its_flush(&worker, 10).await {
                 flushed.await.unwrap();
             }
+            let counts = worker.counts();
             assert_eq!(counts.entries.load(Relaxed), 11);
             assert_eq!(
                 counts.flushes.load(Relaxed),
@@ -447,21 +455,13 @@ mod tests {
         );
         let rt = runtime();
         rt.block_on(async {
-            let first = worker.append().await;
-            let counts = worker.counts();
-            wait_for("the first flush", || {
-                counts.flushes_started.load(Relaxed) == 1
-            });
-            let mut later = Vec::new();
-            for _ in 0..(2 * FORCE_SYNC_NUM + 44) {
-                later.push(worker.append().await);
-            }
+            let all = one_then_more_during_its_flush(&worker, 2 * FORCE_SYNC_NUM + 44).await;
             // A metadata entry is written and flushed like any other, with no one waiting.
             worker.append_unwaited();
-            first.await.unwrap();
-            for flushed in later {
+            for flushed in all {
                 flushed.await.unwrap();
             }
+            let counts = worker.counts();
             wait_for("the metadata entry", || counts.entries.load(Relaxed) == 302);
             wait_for("its flush", || counts.flushes.load(Relaxed) == 4);
             // 1 alone, then 128, 128 and the last 44 + 1.
