@@ -24,7 +24,7 @@
 //!   (`raft.server.log.force.sync.num`), and a write is durable, so committed, once a flush
 //!   covers it. Entries that come while the worker flushes share its next flush: the group
 //!   commit that lets a real DataNode's Raft writes scale with the requests in flight (Ozone
-//!   2.2.0 here, echoes as Raft writes: 1.3–1.7 thousand a second at one in flight, 9–11
+//!   2.2.0 here, echoes as Raft writes: 1.3–1.7 thousand a second at one in flight, 9–13
 //!   thousand at 32 × 32, on a log worker that burnt 0.2 ms of CPU a write at one in flight and
 //!   0.03 ms at 32).
 //!
