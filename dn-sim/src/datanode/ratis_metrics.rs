@@ -30,8 +30,9 @@
 //! `ratis_log_worker_flushCount`: the flushes it made (without that model dn-sim has no flushes
 //! to count, and leaves the series out).
 //!
-//! Not kept: the log worker's timers and batch sizes, the retry cache's entry count (Ratis's entries leave as clients report replies
-//! received; dn-sim's cache is bounded by count), leader election and follower series.
+//! Not kept: the log worker's timers and batch sizes, the retry cache's entry count (Ratis's
+//! entries leave as clients report replies received; dn-sim's cache is bounded by count), leader
+//! election and follower series.
 
 use crate::datanode::dropwizard::Timer;
 use crate::datanode::prom_text::java_double;
@@ -174,6 +175,11 @@ impl RatisMetrics {
         self.flushes.fetch_add(1, Relaxed);
     }
 
+    /// The log worker's flushes so far.
+    pub fn flush_count(&self) -> u64 {
+        self.flushes.load(Relaxed)
+    }
+
     /// The group's log closed: Ratis unregisters its log worker's metrics.
     pub fn log_closed(&self) {
         self.log_closed.store(true, Relaxed);
@@ -253,7 +259,7 @@ impl RatisMetrics {
                 "ratis_log_worker_flushCount".into(),
                 "gauge",
                 self.labels.clone(),
-                java_double(self.flushes.load(Relaxed) as f64),
+                java_double(self.flush_count() as f64),
             );
         }
         put(

@@ -149,7 +149,7 @@ impl RaftModel {
         let mut executors = GroupExecutors::new(self.op_executors);
         executors.log = self
             .log_worker
-            .map(|cost| LogWorker::new(cost, Some(Arc::clone(metrics))));
+            .map(|cost| LogWorker::new(cost, Arc::clone(metrics)));
         executors
     }
 }
@@ -190,26 +190,23 @@ pub struct LogWorker {
     cost: LogWorkerCost,
     queue: OnceLock<mpsc::Sender<Waiter>>,
     counts: Arc<LogWorkerCounts>,
-    /// The group's Ratis metrics (`ratis_log_worker_flushCount`), if any.
-    metrics: Option<Arc<RatisMetrics>>,
+    /// The group's Ratis metrics, which count its flushes (`ratis_log_worker_flushCount`).
+    metrics: Arc<RatisMetrics>,
 }
 
-/// What a log worker did, for `/prom` and tests.
+/// What a log worker has begun, for tests to wait on (the flushes done are counted in the
+/// group's metrics).
 #[derive(Debug, Default)]
 pub struct LogWorkerCounts {
     /// Entries written.
     pub entries: AtomicU64,
     /// Flushes begun.
     pub flushes_started: AtomicU64,
-    /// Flushes done: `ratis_log_worker_flushCount`.
-    pub flushes: AtomicU64,
 }
 
 impl LogWorker {
-    pub fn new(cost: LogWorkerCost, metrics: Option<Arc<RatisMetrics>>) -> Self {
-        if let Some(m) = &metrics {
-            m.log_worker_modelled();
-        }
+    pub fn new(cost: LogWorkerCost, metrics: Arc<RatisMetrics>) -> Self {
+        metrics.log_worker_modelled();
         Self {
             cost,
             queue: OnceLock::new(),
@@ -225,11 +222,14 @@ impl LogWorker {
     fn queue(&self) -> &mpsc::Sender<Waiter> {
         self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::channel(LOG_QUEUE_ELEMENTS);
-            let (cost, counts, metrics) =
-                (self.cost, Arc::clone(&self.counts), self.metrics.clone());
+            let (cost, counts, metrics) = (
+                self.cost,
+                Arc::clone(&self.counts),
+                Arc::clone(&self.metrics),
+            );
             let spawned = std::thread::Builder::new()
                 .name("raft-log-worker".into())
-                .spawn(move || run_log_worker(rx, cost, &counts, metrics.as_deref()));
+                .spawn(move || run_log_worker(rx, cost, &counts, &metrics));
             if let Err(e) = spawned {
                 // The receiver is gone with the closure: appends are then logged at once.
                 tracing::warn!("cannot start a Raft log worker ({e}); writes are not delayed");
@@ -260,7 +260,7 @@ fn run_log_worker(
     mut queue: mpsc::Receiver<Waiter>,
     cost: LogWorkerCost,
     counts: &LogWorkerCounts,
-    metrics: Option<&RatisMetrics>,
+    metrics: &RatisMetrics,
 ) {
     let burn = |d: Duration| {
         if !d.is_zero() {
@@ -282,10 +282,7 @@ fn run_log_worker(
         if !cost.sync.is_zero() {
             std::thread::sleep(cost.sync);
         }
-        counts.flushes.fetch_add(1, Relaxed);
-        if let Some(m) = metrics {
-            m.flushed();
-        }
+        metrics.flushed();
         for done in waiting.drain(..) {
             let _ = done.send(());
         }
@@ -416,15 +413,20 @@ mod tests {
             .unwrap()
     }
 
+    fn group_metrics() -> Arc<RatisMetrics> {
+        Arc::new(RatisMetrics::new(uuid::Uuid::nil(), "dn"))
+    }
+
     #[test]
     fn entries_that_come_during_a_flush_share_the_next_one() {
+        let metrics = group_metrics();
         let worker = LogWorker::new(
             LogWorkerCost {
                 per_entry: Duration::ZERO,
                 per_flush: Duration::from_millis(10),
                 sync: Duration::from_millis(20),
             },
-            None,
+            Arc::clone(&metrics),
         );
         let rt = runtime();
         rt.block_on(async {
@@ -434,24 +436,20 @@ mod tests {
             }
             let counts = worker.counts();
             assert_eq!(counts.entries.load(Relaxed), 11);
-            assert_eq!(
-                counts.flushes.load(Relaxed),
-                2,
-                "one flush alone, one for the ten"
-            );
+            assert_eq!(metrics.flush_count(), 2, "one flush alone, one for the ten");
         });
     }
 
     #[test]
     fn a_flush_covers_at_most_the_force_sync_number_of_entries() {
-        let metrics = Arc::new(RatisMetrics::new(uuid::Uuid::nil(), "dn"));
+        let metrics = group_metrics();
         let worker = LogWorker::new(
             LogWorkerCost {
                 per_entry: Duration::ZERO,
                 per_flush: Duration::from_millis(50),
                 sync: Duration::ZERO,
             },
-            Some(Arc::clone(&metrics)),
+            Arc::clone(&metrics),
         );
         let rt = runtime();
         rt.block_on(async {
@@ -463,7 +461,7 @@ mod tests {
             }
             let counts = worker.counts();
             wait_for("the metadata entry", || counts.entries.load(Relaxed) == 302);
-            wait_for("its flush", || counts.flushes.load(Relaxed) == 4);
+            wait_for("its flush", || metrics.flush_count() == 4);
             // 1 alone, then 128, 128 and the last 44 + 1.
             assert_eq!(counts.flushes_started.load(Relaxed), 4);
             let mut flush_count = None;
@@ -478,7 +476,7 @@ mod tests {
 
     #[test]
     fn no_log_worker_without_its_costs() {
-        let metrics = Arc::new(RatisMetrics::new(uuid::Uuid::nil(), "dn"));
+        let metrics = group_metrics();
         let plain = RaftModel::new(&RaftConfig::default(), None).unwrap();
         assert!(plain.group_executors(&metrics).log.is_none());
         let mut names = Vec::new();
